@@ -1,0 +1,57 @@
+// The C functions of include/monet/c_api.h, over the process's pools.
+#include "monet/c_api.h"
+
+#include <c10/util/Exception.h>
+
+#include "allocator/device_pools.h"
+#include "monet/errors.h"
+
+namespace {
+
+monet::CachingAllocator& pool(int device) {
+  return device < 0 ? monet::pools::cpu() : monet::pools::cuda(device);
+}
+
+monet::Stream as_stream(cudaStream_t stream) { return reinterpret_cast<monet::Stream>(stream); }
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) void* monet_malloc(ssize_t size, int device,
+                                                          cudaStream_t stream) {
+  try {
+    return pool(device).allocate(static_cast<size_t>(size), as_stream(stream));
+  } catch (const monet::OutOfMemoryError& e) {
+    throw c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, e.what());
+  }
+}
+
+__attribute__((visibility("default"))) void monet_free(void* ptr, ssize_t, int device,
+                                                       cudaStream_t) {
+  pool(device).free(ptr);
+}
+
+__attribute__((visibility("default"))) void* monet_try_malloc(size_t size, int device,
+                                                              cudaStream_t stream) {
+  try {
+    return pool(device).allocate(size, as_stream(stream));
+  } catch (const monet::OutOfMemoryError&) {
+    return nullptr;
+  }
+}
+
+__attribute__((visibility("default"))) void monet_record_stream(void* ptr, int device,
+                                                                cudaStream_t stream) {
+  pool(device).record_stream(ptr, as_stream(stream));
+}
+
+__attribute__((visibility("default"))) void monet_memory_info(int device, size_t* allocated,
+                                                              size_t* reserved, size_t* budget) {
+  const monet::MemoryStats s = pool(device).stats();
+  if (allocated) *allocated = s.allocated_bytes;
+  if (reserved) *reserved = s.reserved_bytes;
+  if (budget) *budget = s.budget_bytes;
+}
+
+}  // extern "C"

@@ -1,0 +1,422 @@
+#include "allocator/caching_allocator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "allocator/size_rules.h"
+#include "monet/bytes.h"
+#include "monet/errors.h"
+
+namespace monet {
+namespace {
+
+constexpr std::size_t kInitialBuckets = 1024;
+
+}  // namespace
+
+CachingAllocator::CachingAllocator(Backend& backend, Options options)
+    : backend_(backend),
+      options_(options),
+      device_(backend.device_name()),
+      buckets_(kInitialBuckets),
+      active_(ActiveIndex::bucket_traits(buckets_.data(), buckets_.size())) {
+  stats_.device = device_;
+  stats_.budget_bytes = options_.budget_bytes;
+}
+
+CachingAllocator::~CachingAllocator() {
+  active_.clear();
+  small_free_.clear();
+  large_free_.clear();
+  for (const auto& [base, head] : segments_) {
+    std::size_t bytes = 0;
+    for (const Block* b = head; b != nullptr; b = b->next) bytes += b->size;
+    backend_.release(const_cast<char*>(base), bytes);
+  }
+  for (const PendingEvent& p : pending_) backend_.destroy_event(p.event);
+}
+
+void* CachingAllocator::allocate(std::size_t bytes, Stream stream) {
+  if (bytes == 0) return nullptr;
+  const std::size_t size = size_rules::block_size(bytes);
+  const bool small = size_rules::is_small(size);
+
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!pending_.empty()) process_events(/*wait=*/false);
+  Block* block = take_free(small, stream, size);
+  if (block != nullptr) {
+    ++stats_.cache_hits;
+  } else {
+    block = reserve_segment(small, stream, size);
+    if (block == nullptr) throw_out_of_memory(bytes);
+  }
+  split(block, size);
+
+  block->state = BlockState::kAllocated;
+  block->requested = bytes;
+  if (active_.size() >= buckets_.size()) grow_index();
+  active_.insert(*block);
+
+  ++stats_.allocations;
+  stats_.allocated_bytes += block->size;
+  stats_.requested_bytes += bytes;
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  stats_.peak_requested_bytes = std::max(stats_.peak_requested_bytes, stats_.requested_bytes);
+  marks_.on_allocated(stats_.allocated_bytes);
+  if (options_.trace != nullptr) {
+    options_.trace->record(TraceEvent::Op::kAlloc, device_, stream, bytes, block->address);
+  }
+  return block->address;
+}
+
+void CachingAllocator::free(void* ptr) {
+  if (ptr == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = active_.find(static_cast<const char*>(ptr));
+  if (it == active_.end()) {
+    throw std::invalid_argument(fmt::format(
+        "monet: free of {} on {}, which this allocator did not hand out or already took back",
+        ptr, device_));
+  }
+  Block* block = &*it;
+  active_.erase(it);
+
+  ++stats_.frees;
+  stats_.allocated_bytes -= block->size;
+  stats_.requested_bytes -= block->requested;
+  if (options_.trace != nullptr) {
+    options_.trace->record(TraceEvent::Op::kFree, device_, block->stream, block->requested,
+                           block->address);
+  }
+  block->requested = 0;
+
+  if (block->other_streams.empty()) {
+    make_free(block);
+    return;
+  }
+  block->state = BlockState::kPending;
+  block->pending_events = static_cast<int>(block->other_streams.size());
+  for (Stream s : block->other_streams) pending_.push_back({backend_.record_event(s), block});
+  block->other_streams.clear();
+}
+
+bool CachingAllocator::owns(const void* ptr) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return active_.find(static_cast<const char*>(ptr)) != active_.end();
+}
+
+void CachingAllocator::record_stream(void* ptr, Stream stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = active_.find(static_cast<const char*>(ptr));
+  if (it == active_.end()) {
+    throw std::invalid_argument(
+        fmt::format("monet: record_stream on {}, which is not allocated on {}", ptr, device_));
+  }
+  Block& block = *it;
+  if (stream == block.stream) return;
+  auto& others = block.other_streams;
+  if (std::find(others.begin(), others.end(), stream) == others.end()) others.push_back(stream);
+}
+
+Block* CachingAllocator::take_free(bool small, Stream stream, std::size_t size) {
+  FreeSet& pool = small ? small_free_ : large_free_;
+  Block key;
+  key.stream = stream;
+  key.size = size;
+  auto it = pool.lower_bound(key);
+  if (it == pool.end() || it->stream != stream) return nullptr;
+  Block* block = &*it;
+  pool.erase(it);
+  return block;
+}
+
+Block* CachingAllocator::reserve_segment(bool small, Stream stream, std::size_t size) {
+  // The preferred segment is shared by later requests; under a tight budget a segment of exactly
+  // the block's size may still fit where the preferred one does not.
+  const std::size_t preferred = size_rules::segment_size(size);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (Block* b = try_reserve(small, stream, preferred)) return b;
+    if (preferred != size) {
+      if (Block* b = try_reserve(small, stream, size)) return b;
+    }
+    if (attempt == 0) {
+      process_events(/*wait=*/true);
+      // A pending block may have been the one that fits.
+      if (Block* b = take_free(small, stream, size)) return b;
+      if (release_free_segments() == 0) break;
+      ++stats_.cache_flushes;
+    }
+  }
+  return nullptr;
+}
+
+Block* CachingAllocator::try_reserve(bool small, Stream stream, std::size_t segment) {
+  if (options_.budget_bytes != 0 && stats_.reserved_bytes + segment > options_.budget_bytes) {
+    return nullptr;
+  }
+  void* memory = backend_.reserve(segment);
+  if (memory == nullptr) return nullptr;
+  Block* block = new_block();
+  block->address = static_cast<char*>(memory);
+  block->size = segment;
+  block->stream = stream;
+  block->small = small;
+  segments_.emplace(block->address, block);
+  ++stats_.segments;
+  ++stats_.segment_reserves;
+  stats_.reserved_bytes += segment;
+  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+  return block;
+}
+
+void CachingAllocator::split(Block* block, std::size_t size) {
+  const std::size_t remaining = block->size - size;
+  if (!size_rules::should_split(block->small, remaining)) return;
+  Block* rest = new_block();
+  rest->address = block->address + size;
+  rest->size = remaining;
+  rest->stream = block->stream;
+  rest->small = block->small;
+  rest->prev = block;
+  rest->next = block->next;
+  if (block->next != nullptr) block->next->prev = rest;
+  block->next = rest;
+  block->size = size;
+  rest->state = BlockState::kFree;
+  pool_of(*rest).insert(*rest);
+}
+
+void CachingAllocator::make_free(Block* block) {
+  FreeSet& pool = pool_of(*block);
+  block->state = BlockState::kFree;
+  if (Block* prev = block->prev; prev != nullptr && prev->state == BlockState::kFree) {
+    pool.erase(pool.iterator_to(*prev));
+    prev->size += block->size;
+    prev->next = block->next;
+    if (block->next != nullptr) block->next->prev = prev;
+    recycle(block);
+    block = prev;
+  }
+  if (Block* next = block->next; next != nullptr && next->state == BlockState::kFree) {
+    pool.erase(pool.iterator_to(*next));
+    block->size += next->size;
+    block->next = next->next;
+    if (next->next != nullptr) next->next->prev = block;
+    recycle(next);
+  }
+  pool.insert(*block);
+}
+
+void CachingAllocator::process_events(bool wait) {
+  // Events complete in the order they were recorded on a stream, not across streams; a finished
+  // event behind an unfinished one waits for the next pass, which costs only time.
+  while (!pending_.empty()) {
+    PendingEvent p = pending_.front();
+    if (wait) {
+      backend_.wait_event(p.event);
+    } else if (!backend_.event_done(p.event)) {
+      return;
+    }
+    pending_.pop_front();
+    backend_.destroy_event(p.event);
+    if (--p.block->pending_events == 0) make_free(p.block);
+  }
+}
+
+std::size_t CachingAllocator::release_free_segments() {
+  std::size_t released = 0;
+  for (auto it = segments_.begin(); it != segments_.end();) {
+    Block* head = it->second;
+    if (head->is_segment() && head->state == BlockState::kFree) {
+      pool_of(*head).erase(pool_of(*head).iterator_to(*head));
+      backend_.release(head->address, head->size);
+      released += head->size;
+      stats_.reserved_bytes -= head->size;
+      --stats_.segments;
+      ++stats_.segment_releases;
+      recycle(head);
+      it = segments_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return released;
+}
+
+std::size_t CachingAllocator::release_cached() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  process_events(/*wait=*/true);
+  return release_free_segments();
+}
+
+void CachingAllocator::throw_out_of_memory(std::size_t requested) {
+  ++stats_.out_of_memory;
+  const std::size_t largest = largest_free();
+  const std::string budget =
+      options_.budget_bytes != 0
+          ? fmt::format("of a {} budget (MONET_BUDGET)", format_bytes(options_.budget_bytes))
+          : fmt::format("with no budget set, on a device of {}",
+                        format_bytes(backend_.total_bytes()));
+  throw OutOfMemoryError(
+      fmt::format("monet: out of memory on {}: tried to allocate {}; {} allocated, {} reserved {}, "
+                  "largest free block {}. Raise MONET_BUDGET or make the batch smaller.",
+                  device_, format_bytes(requested), format_bytes(stats_.allocated_bytes),
+                  format_bytes(stats_.reserved_bytes), budget, format_bytes(largest)),
+      requested, stats_.allocated_bytes, stats_.reserved_bytes, options_.budget_bytes, largest);
+}
+
+std::size_t CachingAllocator::largest_free() const {
+  std::size_t largest = 0;
+  for (const FreeSet* pool : {&small_free_, &large_free_}) {
+    for (const Block& b : *pool) largest = std::max(largest, b.size);
+  }
+  return largest;
+}
+
+MemoryStats CachingAllocator::stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  MemoryStats s = stats_;
+  s.active_blocks = active_.size();
+  s.free_blocks = small_free_.size() + large_free_.size();
+  s.largest_free_bytes = largest_free();
+  return s;
+}
+
+void CachingAllocator::reset_peaks() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  stats_.peak_requested_bytes = stats_.requested_bytes;
+  stats_.peak_reserved_bytes = stats_.reserved_bytes;
+}
+
+Mark CachingAllocator::mark() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return marks_.mark(stats_.allocated_bytes);
+}
+
+std::size_t CachingAllocator::peak_since(const Mark& m) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return marks_.peak_since(m);
+}
+
+void CachingAllocator::clear_marks() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  marks_.clear();
+}
+
+void CachingAllocator::set_budget_bytes(std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  options_.budget_bytes = bytes;
+  stats_.budget_bytes = bytes;
+  // A lower budget takes effect at once as far as cached memory allows.
+  if (bytes != 0 && stats_.reserved_bytes > bytes) {
+    process_events(/*wait=*/true);
+    release_free_segments();
+  }
+}
+
+std::vector<std::string> CachingAllocator::check_invariants() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> problems;
+  auto report = [&](std::string what) { problems.push_back(std::move(what)); };
+
+  std::size_t reserved = 0, allocated = 0, requested = 0, free_count = 0, active_count = 0;
+  for (const auto& [base, head] : segments_) {
+    if (head->address != base || head->prev != nullptr) {
+      report(fmt::format("segment {} does not start with its first block", base));
+    }
+    const char* expected = base;
+    for (const Block* b = head; b != nullptr; b = b->next) {
+      if (b->address != expected) {
+        report(fmt::format("block {} should start at {} (gap or overlap)", b->address, expected));
+      }
+      if (b->next != nullptr && b->next->prev != b) {
+        report(fmt::format("block {}: next->prev does not point back", b->address));
+      }
+      if (reinterpret_cast<std::uintptr_t>(b->address) % size_rules::kMinBlock != 0 ||
+          b->size % size_rules::kMinBlock != 0 || b->size == 0) {
+        report(fmt::format("block {} of {} bytes is not 512-byte aligned", b->address, b->size));
+      }
+      if (b->small != head->small || b->stream != head->stream) {
+        report(fmt::format("block {} differs from its segment in pool or stream", b->address));
+      }
+      switch (b->state) {
+        case BlockState::kFree:
+          ++free_count;
+          if (!b->free_hook.is_linked()) report(fmt::format("free block {} not in a free set", b->address));
+          if (b->next != nullptr && b->next->state == BlockState::kFree) {
+            report(fmt::format("free blocks {} and {} are neighbours, unmerged", b->address,
+                               b->next->address));
+          }
+          break;
+        case BlockState::kAllocated:
+          ++active_count;
+          allocated += b->size;
+          requested += b->requested;
+          if (b->requested > b->size) report(fmt::format("block {} is smaller than asked", b->address));
+          if (!b->active_hook.is_linked()) report(fmt::format("allocated block {} not indexed", b->address));
+          break;
+        case BlockState::kPending:
+          if (b->pending_events <= 0) report(fmt::format("pending block {} has no events", b->address));
+          break;
+      }
+      expected = b->address + b->size;
+      reserved += b->size;
+    }
+  }
+  if (free_count != small_free_.size() + large_free_.size()) {
+    report(fmt::format("{} free blocks in segments but {} in free sets", free_count,
+                       small_free_.size() + large_free_.size()));
+  }
+  if (active_count != active_.size()) {
+    report(fmt::format("{} allocated blocks in segments but {} indexed", active_count, active_.size()));
+  }
+  if (reserved != stats_.reserved_bytes) {
+    report(fmt::format("segments hold {} bytes but stats say {} reserved", reserved, stats_.reserved_bytes));
+  }
+  if (allocated != stats_.allocated_bytes || requested != stats_.requested_bytes) {
+    report(fmt::format("blocks hold {}/{} bytes allocated/requested but stats say {}/{}", allocated,
+                       requested, stats_.allocated_bytes, stats_.requested_bytes));
+  }
+  if (segments_.size() != stats_.segments) {
+    report(fmt::format("{} segments but stats say {}", segments_.size(), stats_.segments));
+  }
+  if (options_.budget_bytes != 0 && stats_.reserved_bytes > options_.budget_bytes) {
+    report(fmt::format("{} bytes reserved over a budget of {}", stats_.reserved_bytes, options_.budget_bytes));
+  }
+  if (stats_.peak_allocated_bytes < stats_.allocated_bytes || stats_.peak_reserved_bytes < stats_.reserved_bytes) {
+    report("a peak is below its current value");
+  }
+  return problems;
+}
+
+Block* CachingAllocator::new_block() {
+  if (spare_blocks_.empty()) {
+    block_storage_.emplace_back();
+    return &block_storage_.back();
+  }
+  Block* b = spare_blocks_.back();
+  spare_blocks_.pop_back();
+  return b;
+}
+
+void CachingAllocator::recycle(Block* block) {
+  block->address = nullptr;
+  block->size = 0;
+  block->requested = 0;
+  block->prev = block->next = nullptr;
+  block->state = BlockState::kFree;
+  block->pending_events = 0;
+  block->other_streams.clear();
+  spare_blocks_.push_back(block);
+}
+
+void CachingAllocator::grow_index() {
+  std::vector<ActiveIndex::bucket_type> bigger(buckets_.size() * 2);
+  active_.rehash(ActiveIndex::bucket_traits(bigger.data(), bigger.size()));
+  buckets_.swap(bigger);
+}
+
+}  // namespace monet

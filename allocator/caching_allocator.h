@@ -1,0 +1,131 @@
+// monet's caching allocator for one device: the pool logic, the budget, statistics, marks and the
+// trace. It gets memory only through a Backend, so it is tested on host memory and runs on CUDA
+// unchanged.
+//
+// Requests round up to 512 bytes and are served best-fit from cached free blocks of the same
+// stream (small and large pools kept apart, see size_rules.h); a block larger than needed is split
+// and a freed block merges with free neighbours. When nothing cached fits, a new segment is
+// reserved, provided reserved bytes stay within the budget; if they would not, every fully free
+// segment is released first. Only then does the request fail, with an OutOfMemoryError whose
+// message has the numbers that matter.
+//
+// A block used on streams besides its own (record_stream) is reused only after events recorded on
+// those streams at free time have completed.
+//
+// Thread-safe: one mutex guards everything.
+#pragma once
+
+#include <boost/intrusive/set.hpp>
+#include <boost/intrusive/unordered_set.hpp>
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "allocator/backend.h"
+#include "allocator/block.h"
+#include "allocator/peak_marks.h"
+#include "allocator/trace.h"
+#include "monet/memory_stats.h"
+
+namespace monet {
+
+class CachingAllocator {
+ public:
+  struct Options {
+    std::size_t budget_bytes = 0;   // cap on reserved bytes; 0: no cap
+    TraceWriter* trace = nullptr;   // where to record allocations and frees; not owned
+  };
+
+  // `backend` must outlive the allocator.
+  CachingAllocator(Backend& backend, Options options);
+  ~CachingAllocator();  // releases every segment; blocks still allocated are lost with them
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // Returns at least `bytes` bytes, 512-byte aligned, for use on `stream`. A request of 0 bytes
+  // returns nullptr. Throws OutOfMemoryError when the budget or the device cannot hold it.
+  void* allocate(std::size_t bytes, Stream stream = 0);
+
+  // Gives back a pointer from allocate(); nullptr is ignored. Throws std::invalid_argument for a
+  // pointer this allocator did not hand out (or already took back).
+  void free(void* ptr);
+
+  // True when `ptr` is the start of a block this allocator handed out and has not taken back.
+  bool owns(const void* ptr);
+
+  // The block at `ptr` is also used on `stream`: when it is freed, it is reused only once the work
+  // queued on `stream` by then has finished.
+  void record_stream(void* ptr, Stream stream);
+
+  // Releases every cached segment that holds no allocated block. Returns the bytes released.
+  std::size_t release_cached();
+
+  MemoryStats stats();
+  // Sets the peaks to the current values.
+  void reset_peaks();
+
+  Mark mark();
+  std::size_t peak_since(const Mark& m);
+  void clear_marks();
+
+  std::size_t budget_bytes() const { return options_.budget_bytes; }
+  void set_budget_bytes(std::size_t bytes);
+  const std::string& device_name() const { return device_; }
+
+  // Checks every invariant of the pool: blocks tile their segments exactly, no two free
+  // neighbours are left unmerged, every free block is in its free set and every allocated one in
+  // the index, 512-byte alignment, and the statistics agree with the blocks. Returns a list of
+  // violations, empty when all hold. O(blocks); for tests and debugging.
+  std::vector<std::string> check_invariants();
+
+ private:
+  using FreeSet = bi::multiset<Block, bi::compare<BlockOrder>,
+                               bi::member_hook<Block, decltype(Block::free_hook), &Block::free_hook>>;
+  using ActiveIndex = bi::unordered_set<
+      Block, bi::key_of_value<BlockAddress>, bi::hash<AddressHash>, bi::power_2_buckets<true>,
+      bi::member_hook<Block, decltype(Block::active_hook), &Block::active_hook>>;
+
+  struct PendingEvent {
+    Event event;
+    Block* block;
+  };
+
+  FreeSet& pool_of(const Block& b) { return b.small ? small_free_ : large_free_; }
+  Block* take_free(bool small, Stream stream, std::size_t size);
+  Block* reserve_segment(bool small, Stream stream, std::size_t size);
+  Block* try_reserve(bool small, Stream stream, std::size_t segment);
+  void split(Block* block, std::size_t size);
+  void make_free(Block* block);
+  void process_events(bool wait);
+  std::size_t release_free_segments();
+  [[noreturn]] void throw_out_of_memory(std::size_t requested);
+  std::size_t largest_free() const;
+  Block* new_block();
+  void recycle(Block* block);
+  void grow_index();
+
+  Backend& backend_;
+  Options options_;
+  const std::string device_;
+  std::mutex mutex_;
+
+  FreeSet small_free_;
+  FreeSet large_free_;
+  std::vector<ActiveIndex::bucket_type> buckets_;
+  ActiveIndex active_;
+  std::map<const char*, Block*> segments_;  // segment base -> its first block
+  std::deque<PendingEvent> pending_;
+
+  std::deque<Block> block_storage_;  // owns every Block; addresses stay stable
+  std::vector<Block*> spare_blocks_;
+
+  MemoryStats stats_;
+  PeakMarks marks_;
+};
+
+}  // namespace monet

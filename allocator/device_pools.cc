@@ -1,0 +1,162 @@
+#include "allocator/device_pools.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+
+#include "allocator/host_backend.h"
+#include "common/env.h"
+#include "common/log.h"
+#include "monet/errors.h"
+#include "monet/bytes.h"
+#ifdef MONET_HAVE_CUDA
+#include "allocator/cuda_backend.h"
+#endif
+
+namespace monet::pools {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct Pool {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<CachingAllocator> allocator;
+};
+
+struct State {
+  std::mutex mutex;
+  const CudaApi* cuda_api = nullptr;
+  int cuda_devices = 0;
+  std::unique_ptr<TraceWriter> trace;
+  bool trace_opened = false;
+  std::atomic<CachingAllocator*> cpu{nullptr};
+  std::array<std::atomic<CachingAllocator*>, kMaxDevices> cuda{};
+  std::vector<Pool> pools;
+};
+
+// Never destroyed: see the header.
+State& state() {
+  static State* s = new State;
+  return *s;
+}
+
+TraceWriter* trace_writer(State& s) {
+  if (!s.trace_opened) {
+    s.trace_opened = true;
+    if (auto path = env_value("MONET_TRACE")) s.trace = std::make_unique<TraceWriter>(*path);
+  }
+  return s.trace.get();
+}
+
+std::size_t budget_from(const char* variable, std::size_t device_total) {
+  const auto text = env_value(variable);
+  return text ? parse_budget(*text, device_total, variable) : 0;
+}
+
+CachingAllocator& make_pool(State& s, std::unique_ptr<Backend> backend, const char* budget_var) {
+  CachingAllocator::Options options;
+  options.budget_bytes = budget_var ? budget_from(budget_var, backend->total_bytes()) : 0;
+  options.trace = trace_writer(s);
+  auto allocator = std::make_unique<CachingAllocator>(*backend, options);
+  CachingAllocator& result = *allocator;
+  log(LogLevel::kInfo, "pool for {} with budget {}", result.device_name(),
+      options.budget_bytes ? format_bytes(options.budget_bytes) : std::string("none"));
+  s.pools.push_back({std::move(backend), std::move(allocator)});
+  return result;
+}
+
+}  // namespace
+
+void set_cuda_api(const CudaApi* api) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.cuda_api = api;
+#ifdef MONET_HAVE_CUDA
+  s.cuda_devices = api ? std::min(cuda_device_count(*api), kMaxDevices) : 0;
+#endif
+}
+
+int cuda_devices() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.cuda_devices;
+}
+
+CachingAllocator& cpu() {
+  State& s = state();
+  if (CachingAllocator* a = s.cpu.load(std::memory_order_acquire)) return *a;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (CachingAllocator* a = s.cpu.load(std::memory_order_relaxed)) return *a;
+  const char* budget_var = s.cuda_devices > 0 ? "MONET_CPU_BUDGET" : "MONET_BUDGET";
+  CachingAllocator& a = make_pool(s, std::make_unique<HostBackend>(), budget_var);
+  s.cpu.store(&a, std::memory_order_release);
+  return a;
+}
+
+CachingAllocator& cuda(int device) {
+  State& s = state();
+  if (device >= 0 && device < kMaxDevices) {
+    if (CachingAllocator* a = s.cuda[device].load(std::memory_order_acquire)) return *a;
+  }
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (device < 0 || device >= s.cuda_devices) {
+    throw std::out_of_range(fmt::format(
+        "monet: cuda:{} is not a device monet can use ({} CUDA devices found)", device,
+        s.cuda_devices));
+  }
+  if (CachingAllocator* a = s.cuda[device].load(std::memory_order_relaxed)) return *a;
+#ifdef MONET_HAVE_CUDA
+  CachingAllocator& a =
+      make_pool(s, std::make_unique<CudaBackend>(*s.cuda_api, device), "MONET_BUDGET");
+  s.cuda[device].store(&a, std::memory_order_release);
+  return a;
+#else
+  throw std::logic_error("monet was built without CUDA");
+#endif
+}
+
+std::vector<CachingAllocator*> all() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  std::vector<CachingAllocator*> result;
+  for (const Pool& p : s.pools) result.push_back(p.allocator.get());
+  return result;
+}
+
+void validate_environment() {
+  log_level();
+  const std::size_t ram = physical_memory_bytes();
+  budget_from("MONET_BUDGET", ram);
+  budget_from("MONET_CPU_BUDGET", ram);
+  if (auto stats = env_value("MONET_STATS"); stats && *stats != "0" && *stats != "1" &&
+                                             *stats != "auto") {
+    throw ConfigError(fmt::format("MONET_STATS='{}' is not 1, 0 or auto.", *stats));
+  }
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  trace_writer(s);
+}
+
+void print_stats() {
+  for (CachingAllocator* a : all()) {
+    std::string text = format_stats(a->stats());
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    write_log_line(text);
+  }
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.trace) s.trace->flush();
+}
+
+bool any_allocations() {
+  for (CachingAllocator* a : all()) {
+    if (a->stats().allocations > 0) return true;
+  }
+  return false;
+}
+
+}  // namespace monet::pools

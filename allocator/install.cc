@@ -1,0 +1,81 @@
+// monet::install() and the other functions of include/monet/allocator.h.
+#include <cstdlib>
+
+#include "allocator/device_pools.h"
+#include "allocator/torch_cpu_allocator.h"
+#include "common/env.h"
+#include "common/log.h"
+#include "monet/allocator.h"
+#include "monet/c_api.h"
+
+#ifdef MONET_TORCH_HAS_CUDA
+#include <torch/csrc/cuda/CUDAPluggableAllocator.h>
+
+#include "allocator/cuda_api.h"
+#endif
+
+namespace monet {
+namespace {
+
+#ifdef MONET_TORCH_HAS_CUDA
+void record_stream_anywhere(void* ptr, cudaStream_t stream) {
+  for (int d = 0; d < pools::cuda_devices(); ++d) {
+    CachingAllocator& pool = pools::cuda(d);
+    if (pool.owns(ptr)) {
+      pool.record_stream(ptr, reinterpret_cast<Stream>(stream));
+      return;
+    }
+  }
+}
+
+void install_cuda_allocator() {
+  namespace pluggable = torch::cuda::CUDAPluggableAllocator;
+  // Generic lambdas: the device parameter is int in some 2.x releases and c10::DeviceIndex in
+  // others.
+  auto allocator = pluggable::createCustomAllocator(
+      [](size_t size, auto device, cudaStream_t stream) {
+        return monet_malloc(static_cast<ssize_t>(size), static_cast<int>(device), stream);
+      },
+      [](void* ptr, size_t size, auto device, cudaStream_t stream) {
+        monet_free(ptr, static_cast<ssize_t>(size), static_cast<int>(device), stream);
+      });
+  if (auto p = std::dynamic_pointer_cast<pluggable::CUDAPluggableAllocator>(allocator)) {
+    p->set_record_stream_fn(&record_stream_anywhere);
+  }
+  pluggable::changeCurrentAllocator(allocator);
+}
+#endif
+
+bool stats_at_exit_wanted() {
+  const auto value = env_value("MONET_STATS");
+  if (value && *value == "1") return true;
+  if (value && *value == "0") return false;
+  return log_level() >= LogLevel::kInfo;
+}
+
+}  // namespace
+
+void install() {
+  static const bool done = [] {
+    pools::validate_environment();
+#ifdef MONET_TORCH_HAS_CUDA
+    pools::set_cuda_api(&linked_cuda_api());
+    if (pools::cuda_devices() > 0) install_cuda_allocator();
+#endif
+    install_cpu_allocator();
+    if (stats_at_exit_wanted()) std::atexit(&pools::print_stats);
+    log(LogLevel::kInfo, "installed; {} CUDA device(s)", pools::cuda_devices());
+    return true;
+  }();
+  (void)done;
+}
+
+MemoryStats memory_stats(int device) {
+  return device == kCpu ? pools::cpu().stats() : pools::cuda(device).stats();
+}
+
+void empty_cache() {
+  for (CachingAllocator* pool : pools::all()) pool->release_cached();
+}
+
+}  // namespace monet

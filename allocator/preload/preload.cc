@@ -1,0 +1,238 @@
+// libmonet_preload.so: LD_PRELOAD it (or use `monet run`) and an unchanged program allocates
+// through monet under MONET_BUDGET.
+//
+// - CUDA: cudaMalloc, cudaFree and cudaMemGetInfo are interposed. cudaMalloc is served from
+//   monet's pool of the current device, within the budget; cudaMemGetInfo reports the budget as
+//   the device's total, so that frameworks size their caches to it. The real CUDA runtime is
+//   found with dlsym(RTLD_NEXT): this library links no CUDA.
+// - LibTorch CPU: it links no LibTorch either. Once the program loads its own c10 (on `import
+//   torch`, seen through an interposed dlopen) and that LibTorch has no CUDA, it loads its
+//   companion libmonet_preload_torch.so, which links only c10 (and so binds to the process's
+//   own) and makes monet's pool LibTorch's CPU allocator.
+// - In a program that does neither (/bin/ls), nothing is visible.
+#include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "allocator/device_pools.h"
+#include "common/env.h"
+#include "common/log.h"
+#include "monet/errors.h"
+
+#ifdef MONET_HAVE_CUDA
+#include "allocator/cuda_api.h"
+#endif
+
+namespace monet::preload {
+namespace {
+
+std::atomic<bool> g_torch_hooked{false};
+thread_local bool t_in_dlopen = false;
+
+using DlopenFn = void* (*)(const char*, int);
+
+DlopenFn real_dlopen() {
+  static DlopenFn fn = reinterpret_cast<DlopenFn>(dlsym(RTLD_NEXT, "dlopen"));
+  return fn;
+}
+
+// Which LibTorch libraries the process has loaded, by file name.
+struct LoadedTorch {
+  bool c10 = false;
+  bool c10_cuda = false;
+};
+
+LoadedTorch loaded_torch() {
+  LoadedTorch found;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* f = static_cast<LoadedTorch*>(data);
+        const char* path = info->dlpi_name;
+        if (path == nullptr) return 0;
+        const char* slash = std::strrchr(path, '/');
+        const char* name = slash ? slash + 1 : path;
+        if (std::strncmp(name, "libc10.so", 9) == 0) f->c10 = true;
+        if (std::strncmp(name, "libc10_cuda.so", 14) == 0) f->c10_cuda = true;
+        return 0;
+      },
+      &found);
+  return found;
+}
+
+// The folder this library was loaded from; the companion lies beside it.
+std::string own_folder() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&own_folder), &info) == 0 || info.dli_fname == nullptr) {
+    return ".";
+  }
+  std::string path = info.dli_fname;
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+void hook_torch_if_loaded() {
+  if (g_torch_hooked.load(std::memory_order_acquire)) return;
+  const LoadedTorch torch = loaded_torch();
+  if (!torch.c10) return;
+  if (g_torch_hooked.exchange(true)) return;
+  if (torch.c10_cuda) {
+    // A CUDA LibTorch allocates device memory through cudaMalloc, which is interposed here; its
+    // CPU tensors stay with LibTorch's own allocator.
+    log(LogLevel::kInfo, "CUDA LibTorch found: device memory goes through monet via cudaMalloc");
+    return;
+  }
+  const std::string companion = own_folder() + "/libmonet_preload_torch.so";
+  void* handle = real_dlopen()(companion.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (handle == nullptr) {
+    log(LogLevel::kError, "cannot load {}: {}; CPU tensors will not go through monet",
+        companion, dlerror());
+    return;
+  }
+  using InstallFn = void (*)();
+  auto install = reinterpret_cast<InstallFn>(dlsym(handle, "monet_preload_install_cpu"));
+  if (install == nullptr) {
+    log(LogLevel::kError, "{} lacks monet_preload_install_cpu", companion);
+    return;
+  }
+  install();
+  log(LogLevel::kInfo, "LibTorch CPU tensors now go through monet");
+}
+
+bool stats_wanted() {
+  const auto value = env_value("MONET_STATS");
+  if (value && *value == "0") return false;
+  if (value && *value == "1") return true;
+  return pools::any_allocations() || log_level() >= LogLevel::kInfo;
+}
+
+#ifdef MONET_HAVE_CUDA
+struct RealCuda {
+  CudaApi api;
+  cudaError_t (*device_synchronize)() = nullptr;
+};
+
+// The CUDA runtime after this library, looked up on first use (the program loads it after us).
+const RealCuda& real_cuda() {
+  static const RealCuda real = [] {
+    RealCuda r;
+    auto next = [](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(RTLD_NEXT, name));
+    };
+    next(r.api.malloc, "cudaMalloc");
+    next(r.api.free, "cudaFree");
+    next(r.api.mem_get_info, "cudaMemGetInfo");
+    next(r.api.get_device, "cudaGetDevice");
+    next(r.api.set_device, "cudaSetDevice");
+    next(r.api.get_device_count, "cudaGetDeviceCount");
+    next(r.api.event_create_with_flags, "cudaEventCreateWithFlags");
+    next(r.api.event_record, "cudaEventRecord");
+    next(r.api.event_query, "cudaEventQuery");
+    next(r.api.event_synchronize, "cudaEventSynchronize");
+    next(r.api.event_destroy, "cudaEventDestroy");
+    next(r.api.get_last_error, "cudaGetLastError");
+    next(r.api.get_error_string, "cudaGetErrorString");
+    next(r.device_synchronize, "cudaDeviceSynchronize");
+    return r;
+  }();
+  return real;
+}
+
+// The pool of the current device, or nullptr when monet cannot serve it (no CUDA runtime found).
+CachingAllocator* current_pool() {
+  static std::once_flag once;
+  const RealCuda& real = real_cuda();
+  if (!real.api.complete() || real.device_synchronize == nullptr) return nullptr;
+  std::call_once(once, [&] { pools::set_cuda_api(&real.api); });
+  int device = 0;
+  if (real.api.get_device(&device) != cudaSuccess) return nullptr;
+  if (device < 0 || device >= pools::cuda_devices()) return nullptr;
+  return &pools::cuda(device);
+}
+#endif
+
+}  // namespace
+
+__attribute__((constructor)) void on_load() {
+  try {
+    pools::validate_environment();
+  } catch (const ConfigError& e) {
+    write_log_line(e.what());
+    _exit(2);
+  }
+  // A program linked against LibTorch has c10 already.
+  hook_torch_if_loaded();
+}
+
+__attribute__((destructor)) void on_unload() {
+  if (stats_wanted()) pools::print_stats();
+}
+
+}  // namespace monet::preload
+
+extern "C" {
+
+__attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
+  void* handle = monet::preload::real_dlopen()(file, mode);
+  if (handle != nullptr && !monet::preload::t_in_dlopen &&
+      !monet::preload::g_torch_hooked.load(std::memory_order_relaxed)) {
+    monet::preload::t_in_dlopen = true;
+    monet::preload::hook_torch_if_loaded();
+    monet::preload::t_in_dlopen = false;
+  }
+  return handle;
+}
+
+#ifdef MONET_HAVE_CUDA
+__attribute__((visibility("default"))) cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  using namespace monet;
+  CachingAllocator* pool = preload::current_pool();
+  if (pool == nullptr) return preload::real_cuda().api.malloc(ptr, bytes);
+  try {
+    *ptr = pool->allocate(bytes);
+    return cudaSuccess;
+  } catch (const OutOfMemoryError& e) {
+    // The framework sees cudaErrorMemoryAllocation and raises its own out-of-memory error; this
+    // line tells the user which budget refused.
+    log(LogLevel::kWarn, "{}", e.what());
+    *ptr = nullptr;
+    return cudaErrorMemoryAllocation;
+  }
+}
+
+__attribute__((visibility("default"))) cudaError_t cudaFree(void* ptr) {
+  using namespace monet;
+  // cudaFree(nullptr) is how programs create the CUDA context: pass it on.
+  if (ptr == nullptr) return preload::real_cuda().api.free(ptr);
+  CachingAllocator* pool = preload::current_pool();
+  if (pool == nullptr || !pool->owns(ptr)) return preload::real_cuda().api.free(ptr);
+  // cudaFree waits for the device, and callers rely on it: kernels still using the block must
+  // finish before monet hands it out again.
+  const cudaError_t status = preload::real_cuda().device_synchronize();
+  pool->free(ptr);
+  return status;
+}
+
+__attribute__((visibility("default"))) cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  using namespace monet;
+  const cudaError_t status = preload::real_cuda().api.mem_get_info(free, total);
+  CachingAllocator* pool = preload::current_pool();
+  if (status != cudaSuccess || pool == nullptr) return status;
+  const MemoryStats s = pool->stats();
+  if (s.budget_bytes == 0) return status;
+  // Free: monet's cached blocks, plus what the budget still allows where the device has it.
+  const size_t cached = s.reserved_bytes - s.allocated_bytes;
+  const size_t budget_left = s.budget_bytes - s.reserved_bytes;
+  *free = cached + (budget_left < *free ? budget_left : *free);
+  *total = s.budget_bytes;
+  return status;
+}
+#endif
+
+}  // extern "C"

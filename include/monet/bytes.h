@@ -1,0 +1,21 @@
+// Sizes as people write them, and the MONET_BUDGET grammar.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace monet {
+
+// Parses a budget as MONET_BUDGET accepts it: "8GiB", "8G", "7500MB", "512MiB", "1073741824"
+// (plain bytes) or "60%" of `device_total_bytes`. Binary units (KiB, MiB, GiB, TiB) and the
+// one-letter forms (K, M, G, T) are powers of 1024; KB, MB, GB, TB are powers of 1000. Case and
+// spaces between number and unit do not matter; fractions are allowed ("1.5GiB").
+// Throws ConfigError naming `variable` and the accepted forms for anything else, zero included.
+std::size_t parse_budget(std::string_view text, std::size_t device_total_bytes,
+                         std::string_view variable = "MONET_BUDGET");
+
+// "1.50 GiB", "512.00 KiB", "17 B": binary units, two decimals.
+std::string format_bytes(std::size_t bytes);
+
+}  // namespace monet

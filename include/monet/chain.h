@@ -1,0 +1,35 @@
+// The memory model: a training network as a chain of stages, each with one or more operator
+// variants and their costs. The predictor produces it for an input shape, the planner plans over
+// it, simulate() judges plans by it, and monet-plan reads it as JSON (DESIGN.md, "Formats").
+//
+// Stage i takes x(i-1) and gives x(i). Bytes are bytes on the training device; times are
+// seconds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace monet {
+
+struct VariantCosts {
+  std::string name = "default";  // the first variant of a stage is its default implementation
+  std::int64_t out_bytes = 0;    // size of the stage's output x(i)
+  std::int64_t saved_bytes = 0;  // what the stage keeps for backward beyond its input
+  std::int64_t fwd_peak = 0;     // transient bytes above what is kept, during forward
+  std::int64_t bwd_peak = 0;     // transient bytes above what is kept, during backward
+  double fwd_time = 0.0;         // seconds
+  double bwd_time = 0.0;         // seconds
+};
+
+struct Stage {
+  std::string name;
+  std::vector<VariantCosts> variants;  // at least one
+};
+
+struct Chain {
+  std::int64_t fixed_bytes = 0;  // parameters, gradients, optimizer state, workspace
+  std::vector<Stage> stages;
+};
+
+}  // namespace monet

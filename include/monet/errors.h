@@ -1,0 +1,39 @@
+// Errors that monet raises for things a user can cause. Each message says what was wrong and
+// what to do about it.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace monet {
+
+// A MONET_* variable, a command-line flag or an option holds a value monet cannot use.
+class ConfigError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// A request that cannot be served within the budget even after every cached block was released.
+// what() is one line with the numbers below and the knob to turn. The LibTorch hooks rethrow it
+// as c10::OutOfMemoryError, which PyTorch shows as torch.cuda.OutOfMemoryError.
+class OutOfMemoryError : public std::runtime_error {
+ public:
+  OutOfMemoryError(const std::string& message, std::size_t requested_bytes,
+                   std::size_t allocated_bytes, std::size_t reserved_bytes,
+                   std::size_t budget_bytes, std::size_t largest_free_bytes)
+      : std::runtime_error(message),
+        requested_bytes(requested_bytes),
+        allocated_bytes(allocated_bytes),
+        reserved_bytes(reserved_bytes),
+        budget_bytes(budget_bytes),
+        largest_free_bytes(largest_free_bytes) {}
+
+  std::size_t requested_bytes;     // what the failed call asked for
+  std::size_t allocated_bytes;     // bytes in blocks handed out at the time
+  std::size_t reserved_bytes;      // bytes held from the device (in use or cached)
+  std::size_t budget_bytes;        // the cap on reserved bytes; 0 means none
+  std::size_t largest_free_bytes;  // the largest cached free block
+};
+
+}  // namespace monet

@@ -1,0 +1,52 @@
+// What monet's allocator has done on one device: what it holds, what is in use, peaks, counts.
+// Cheap to read at any time (monet::memory_stats()).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace monet {
+
+struct MemoryStats {
+  std::string device;  // "cpu" or "cuda:N"
+
+  // Bytes in blocks handed out (rounded up to 512-byte multiples; a block may carry an unsplit
+  // tail of up to 1 MiB in the large pool), now and at the peak.
+  std::size_t allocated_bytes = 0;
+  std::size_t peak_allocated_bytes = 0;
+  // Bytes the callers asked for, before rounding.
+  std::size_t requested_bytes = 0;
+  std::size_t peak_requested_bytes = 0;
+  // Bytes held from the device in segments, in use or cached; never above budget_bytes.
+  std::size_t reserved_bytes = 0;
+  std::size_t peak_reserved_bytes = 0;
+  // The cap on reserved bytes (MONET_BUDGET); 0 means no cap.
+  std::size_t budget_bytes = 0;
+
+  std::uint64_t allocations = 0;      // calls that returned memory
+  std::uint64_t frees = 0;            // blocks given back
+  std::uint64_t cache_hits = 0;       // allocations served from cached blocks, no new segment
+  std::uint64_t segments = 0;         // segments held now
+  std::uint64_t segment_reserves = 0; // segments taken from the device
+  std::uint64_t segment_releases = 0; // segments given back to the device
+  std::uint64_t cache_flushes = 0;    // times the cache was emptied to make room
+  std::uint64_t out_of_memory = 0;    // requests refused
+
+  std::size_t active_blocks = 0;       // blocks in use
+  std::size_t free_blocks = 0;         // cached free blocks
+  std::size_t largest_free_bytes = 0;  // the largest cached free block
+
+  // 1 - peak allocated / peak reserved: the share of the peak reservation that never held live
+  // data. 0 when nothing was reserved.
+  double fragmentation() const {
+    return peak_reserved_bytes == 0 ? 0.0
+                                    : 1.0 - static_cast<double>(peak_allocated_bytes) /
+                                                static_cast<double>(peak_reserved_bytes);
+  }
+};
+
+// A small table of the numbers above, one per line, for people.
+std::string format_stats(const MemoryStats& stats);
+
+}  // namespace monet

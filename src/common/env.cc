@@ -1,0 +1,48 @@
+#include "common/env.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace monet {
+
+const std::vector<Knob>& knobs() {
+  static const std::vector<Knob> table = {
+      {"MONET_BUDGET", "unset (no cap)",
+       "Cap on the bytes monet holds from the training device, cached or in use: 8GiB, 8G, "
+       "7500MB, 512MiB, 1073741824, or 60% of the device's memory (of RAM on CPU)."},
+      {"MONET_CPU_BUDGET", "unset (no cap)",
+       "Cap on monet's CPU pool when a GPU is the training device (same forms as MONET_BUDGET)."},
+      {"MONET_LOG", "warn", "How much monet says on stderr: error, warn, info or debug."},
+      {"MONET_STATS", "auto",
+       "Print the allocator's statistics at exit: 1, 0, or auto (when monet served any "
+       "allocation under LD_PRELOAD, or when MONET_LOG is info or debug)."},
+      {"MONET_TRACE", "unset",
+       "File to write every allocation and free to (docs/trace.md); replay it with monet-replay."},
+  };
+  return table;
+}
+
+std::optional<std::string> env_value(std::string_view name) {
+  const auto& table = knobs();
+  const bool known = std::any_of(table.begin(), table.end(),
+                                 [&](const Knob& k) { return name == k.name; });
+  if (!known) throw std::logic_error(fmt::format("{} is not in monet's knob table", name));
+  const char* value = std::getenv(std::string(name).c_str());
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+std::string describe_knobs() {
+  std::string out;
+  for (const Knob& k : knobs()) {
+    const char* value = std::getenv(k.name);
+    out += fmt::format("{:<18} {:<16} {}\n", k.name,
+                       value != nullptr && *value != '\0' ? value : k.default_value, k.meaning);
+  }
+  return out;
+}
+
+}  // namespace monet

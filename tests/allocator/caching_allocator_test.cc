@@ -1,0 +1,320 @@
+#include "allocator/caching_allocator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "allocator/host_backend.h"
+#include "allocator/size_rules.h"
+#include "fake_backend.h"
+#include "monet/errors.h"
+
+namespace monet {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr std::size_t kKiB = 1024;
+constexpr std::size_t kMiB = 1024 * 1024;
+
+class PoolTest : public ::testing::Test {
+ protected:
+  void ExpectSound() { EXPECT_THAT(pool_.check_invariants(), IsEmpty()); }
+
+  HostBackend backend_;
+  CachingAllocator pool_{backend_, {}};
+};
+
+TEST_F(PoolTest, RoundsTo512AndAligns) {
+  void* a = pool_.allocate(1);
+  void* b = pool_.allocate(513);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a) % 512, 0u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b) % 512, 0u);
+  const MemoryStats s = pool_.stats();
+  EXPECT_EQ(s.allocated_bytes, 512u + 1024u);
+  EXPECT_EQ(s.requested_bytes, 1u + 513u);
+  ExpectSound();
+  pool_.free(a);
+  pool_.free(b);
+  ExpectSound();
+}
+
+TEST_F(PoolTest, ZeroBytesIsNullAndFreeOfNullIsIgnored) {
+  EXPECT_EQ(pool_.allocate(0), nullptr);
+  pool_.free(nullptr);
+  EXPECT_EQ(pool_.stats().allocations, 0u);
+}
+
+TEST_F(PoolTest, SmallRequestsShareOneSmallSegment) {
+  void* a = pool_.allocate(100 * kKiB);
+  void* b = pool_.allocate(200 * kKiB);
+  const MemoryStats s = pool_.stats();
+  EXPECT_EQ(s.reserved_bytes, size_rules::kSmallSegment);
+  EXPECT_EQ(s.segments, 1u);
+  EXPECT_EQ(s.cache_hits, 1u);  // b came from the segment a's request reserved
+  EXPECT_EQ(static_cast<char*>(b), static_cast<char*>(a) + 100 * kKiB);
+  pool_.free(a);
+  pool_.free(b);
+  ExpectSound();
+}
+
+TEST_F(PoolTest, SegmentSizesFollowTheRules) {
+  void* mid = pool_.allocate(3 * kMiB);  // 1 MiB < size < 10 MiB: a 20 MiB segment
+  EXPECT_EQ(pool_.stats().reserved_bytes, 20 * kMiB);
+  void* fits = pool_.allocate(11 * kMiB);  // from the 17 MiB left of that segment
+  EXPECT_EQ(pool_.stats().reserved_bytes, 20 * kMiB);
+  void* big = pool_.allocate(25 * kMiB);  // own segment, rounded up to 2 MiB
+  EXPECT_EQ(pool_.stats().reserved_bytes, 20 * kMiB + 26 * kMiB);
+  pool_.free(fits);
+  pool_.free(mid);
+  pool_.free(big);
+  ExpectSound();
+}
+
+TEST_F(PoolTest, LargePoolKeepsSmallTailsAttached) {
+  void* a = pool_.allocate(11 * kMiB + 512 * kKiB);  // segment of 12 MiB, tail of 512 KiB
+  MemoryStats s = pool_.stats();
+  EXPECT_EQ(s.allocated_bytes, 12 * kMiB);  // the tail stays with the block
+  EXPECT_EQ(s.free_blocks, 0u);
+  pool_.free(a);
+  void* b = pool_.allocate(5 * kMiB);  // the freed 12 MiB block splits: 7 MiB tail > 1 MiB
+  s = pool_.stats();
+  EXPECT_EQ(s.allocated_bytes, 5 * kMiB);
+  EXPECT_EQ(s.free_blocks, 1u);
+  EXPECT_EQ(s.largest_free_bytes, 7 * kMiB);
+  pool_.free(b);
+  ExpectSound();
+}
+
+TEST_F(PoolTest, FreedNeighboursMerge) {
+  char* a = static_cast<char*>(pool_.allocate(4 * kKiB));
+  char* b = static_cast<char*>(pool_.allocate(4 * kKiB));
+  char* c = static_cast<char*>(pool_.allocate(4 * kKiB));
+  ASSERT_EQ(b, a + 4 * kKiB);
+  ASSERT_EQ(c, b + 4 * kKiB);
+  pool_.free(b);
+  ExpectSound();
+  EXPECT_EQ(pool_.stats().free_blocks, 2u);  // b, and the rest of the segment after c
+  pool_.free(a);
+  ExpectSound();
+  EXPECT_EQ(pool_.stats().free_blocks, 2u);  // a+b merged
+  EXPECT_EQ(pool_.stats().largest_free_bytes, size_rules::kSmallSegment - 12 * kKiB);
+  pool_.free(c);
+  ExpectSound();
+  const MemoryStats s = pool_.stats();
+  EXPECT_EQ(s.free_blocks, 1u);  // the whole segment again
+  EXPECT_EQ(s.largest_free_bytes, size_rules::kSmallSegment);
+}
+
+TEST_F(PoolTest, BestFitPicksTheSmallestBlockThatFits) {
+  char* a = static_cast<char*>(pool_.allocate(64 * kKiB));
+  char* gap1 = static_cast<char*>(pool_.allocate(8 * kKiB));
+  char* b = static_cast<char*>(pool_.allocate(16 * kKiB));
+  char* gap2 = static_cast<char*>(pool_.allocate(8 * kKiB));
+  pool_.free(a);
+  pool_.free(b);
+  char* c = static_cast<char*>(pool_.allocate(12 * kKiB));
+  EXPECT_EQ(c, b);  // the 16 KiB hole, not the 64 KiB one
+  for (void* p : {static_cast<void*>(gap1), static_cast<void*>(gap2), static_cast<void*>(c)}) {
+    pool_.free(p);
+  }
+  ExpectSound();
+}
+
+TEST_F(PoolTest, StatsCountEverything) {
+  void* a = pool_.allocate(1000);
+  void* b = pool_.allocate(30 * kMiB);
+  pool_.free(a);
+  void* c = pool_.allocate(1000);
+  MemoryStats s = pool_.stats();
+  EXPECT_EQ(s.allocations, 3u);
+  EXPECT_EQ(s.frees, 1u);
+  EXPECT_EQ(s.cache_hits, 1u);
+  EXPECT_EQ(s.segment_reserves, 2u);
+  EXPECT_EQ(s.active_blocks, 2u);
+  EXPECT_EQ(s.peak_allocated_bytes, 1024u + 30 * kMiB);
+  EXPECT_EQ(s.peak_reserved_bytes, 2 * kMiB + 30 * kMiB);
+  pool_.free(b);
+  pool_.free(c);
+  EXPECT_EQ(pool_.release_cached(), 32 * kMiB);
+  s = pool_.stats();
+  EXPECT_EQ(s.reserved_bytes, 0u);
+  EXPECT_EQ(s.segment_releases, 2u);
+  EXPECT_EQ(s.peak_reserved_bytes, 32 * kMiB);
+  EXPECT_DOUBLE_EQ(s.fragmentation(), 1.0 - (1024.0 + 30.0 * kMiB) / (32.0 * kMiB));
+  pool_.reset_peaks();
+  EXPECT_EQ(pool_.stats().peak_reserved_bytes, 0u);
+  ExpectSound();
+}
+
+TEST_F(PoolTest, ReleaseKeepsSegmentsInUse) {
+  void* a = pool_.allocate(1000);
+  void* big = pool_.allocate(40 * kMiB);
+  pool_.free(big);
+  EXPECT_EQ(pool_.release_cached(), 40 * kMiB);
+  EXPECT_EQ(pool_.stats().reserved_bytes, 2 * kMiB);
+  pool_.free(a);
+  ExpectSound();
+}
+
+TEST_F(PoolTest, FreeOfAForeignPointerSaysSo) {
+  int local = 0;
+  EXPECT_THROW(pool_.free(&local), std::invalid_argument);
+  void* a = pool_.allocate(10);
+  pool_.free(a);
+  try {
+    pool_.free(a);
+    FAIL() << "double free not detected";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("did not hand out or already took back"));
+  }
+}
+
+TEST_F(PoolTest, StreamsDoNotShareBlocks) {
+  void* a = pool_.allocate(4 * kKiB, /*stream=*/1);
+  pool_.free(a);
+  void* b = pool_.allocate(4 * kKiB, /*stream=*/2);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(pool_.stats().segments, 2u);
+  void* c = pool_.allocate(4 * kKiB, /*stream=*/1);
+  EXPECT_EQ(a, c);
+  pool_.free(b);
+  pool_.free(c);
+  ExpectSound();
+}
+
+TEST(PoolStreams, BlockUsedOnAnotherStreamWaitsForItsEvent) {
+  testing::ManualEventBackend backend;
+  CachingAllocator pool(backend, {});
+  void* a = pool.allocate(8 * kKiB, /*stream=*/1);
+  pool.record_stream(a, /*stream=*/2);
+  pool.record_stream(a, /*stream=*/2);  // recorded once
+  pool.record_stream(a, /*stream=*/1);  // its own stream: nothing to wait for
+  pool.free(a);
+  EXPECT_EQ(backend.recorded(), 1);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+
+  void* b = pool.allocate(8 * kKiB, /*stream=*/1);
+  EXPECT_NE(a, b) << "reused while stream 2 may still use it";
+  backend.complete_all();
+  void* c = pool.allocate(8 * kKiB, /*stream=*/1);
+  EXPECT_EQ(a, c) << "not reused after its event completed";
+  EXPECT_EQ(backend.destroyed(), 1);
+  pool.free(b);
+  pool.free(c);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+}
+
+TEST(PoolStreams, BudgetPressureWaitsForPendingBlocks) {
+  testing::ManualEventBackend backend;
+  CachingAllocator pool(backend, CachingAllocator::Options{20 * kMiB, nullptr});
+  void* a = pool.allocate(18 * kMiB, 1);  // own 18 MiB segment
+  pool.record_stream(a, 2);
+  pool.free(a);
+  // Only the pending block can hold this; the pool must wait for its event rather than fail.
+  void* b = pool.allocate(18 * kMiB, 1);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(backend.waited(), 1);
+  pool.free(b);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+}
+
+TEST(PoolBudget, ReservedNeverExceedsBudget) {
+  HostBackend backend;
+  CachingAllocator pool(backend, CachingAllocator::Options{30 * kMiB, nullptr});
+  void* a = pool.allocate(4 * kMiB);  // 20 MiB segment
+  void* b = pool.allocate(4 * kMiB);  // same segment
+  void* c = pool.allocate(4 * kMiB);  // same segment (12 of 20 MiB used)
+  void* d = pool.allocate(9 * kMiB);  // 20 MiB would exceed 30: an exact 9 MiB segment instead
+  MemoryStats s = pool.stats();
+  EXPECT_EQ(s.reserved_bytes, 29 * kMiB);
+  EXPECT_LE(s.peak_reserved_bytes, 30 * kMiB);
+  for (void* p : {a, b, c, d}) pool.free(p);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+}
+
+TEST(PoolBudget, CachedSegmentsAreReleasedBeforeFailing) {
+  HostBackend backend;
+  CachingAllocator pool(backend, CachingAllocator::Options{40 * kMiB, nullptr});
+  void* a = pool.allocate(30 * kMiB);
+  pool.free(a);  // cached: 30 MiB reserved, nothing in use
+  void* b = pool.allocate(36 * kMiB);  // needs the 30 MiB released first
+  MemoryStats s = pool.stats();
+  EXPECT_EQ(s.reserved_bytes, 36 * kMiB);
+  EXPECT_EQ(s.cache_flushes, 1u);
+  EXPECT_EQ(s.segment_releases, 1u);
+  pool.free(b);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+}
+
+TEST(PoolBudget, OutOfMemoryNamesTheNumbersAndTheKnob) {
+  HostBackend backend;
+  CachingAllocator pool(backend, CachingAllocator::Options{64 * kMiB, nullptr});
+  void* a = pool.allocate(50 * kMiB);
+  try {
+    pool.allocate(20 * kMiB);
+    FAIL() << "allocation over the budget succeeded";
+  } catch (const OutOfMemoryError& e) {
+    const std::string m = e.what();
+    EXPECT_THAT(m, HasSubstr("tried to allocate 20.00 MiB"));
+    EXPECT_THAT(m, HasSubstr("50.00 MiB allocated"));
+    EXPECT_THAT(m, HasSubstr("50.00 MiB reserved"));
+    EXPECT_THAT(m, HasSubstr("64.00 MiB budget"));
+    EXPECT_THAT(m, HasSubstr("largest free block 0 B"));
+    EXPECT_THAT(m, HasSubstr("MONET_BUDGET"));
+    EXPECT_EQ(m.find('\n'), std::string::npos) << "one line";
+    EXPECT_EQ(e.requested_bytes, 20 * kMiB);
+    EXPECT_EQ(e.budget_bytes, 64 * kMiB);
+  }
+  EXPECT_EQ(pool.stats().out_of_memory, 1u);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  pool.free(a);
+}
+
+TEST(PoolBudget, SimulatedDeviceCapacityIsHonoured) {
+  HostBackend backend(HostBackend::Options{24 * kMiB, false});
+  CachingAllocator pool(backend, {});
+  void* a = pool.allocate(16 * kMiB);
+  EXPECT_THROW(pool.allocate(16 * kMiB), OutOfMemoryError);
+  pool.free(a);
+  void* b = pool.allocate(16 * kMiB);  // the cached segment serves it
+  EXPECT_EQ(a, b);
+  pool.free(b);
+  EXPECT_EQ(backend.reserved_bytes(), 16 * kMiB);
+}
+
+TEST(PoolBudget, LoweringTheBudgetReleasesCache) {
+  HostBackend backend;
+  CachingAllocator pool(backend, CachingAllocator::Options{100 * kMiB, nullptr});
+  void* a = pool.allocate(60 * kMiB);
+  pool.free(a);
+  pool.set_budget_bytes(50 * kMiB);
+  EXPECT_EQ(pool.stats().reserved_bytes, 0u);
+  EXPECT_EQ(pool.stats().budget_bytes, 50 * kMiB);
+  EXPECT_THROW(pool.allocate(60 * kMiB), OutOfMemoryError);
+}
+
+TEST(PoolMarks, PeakSinceAMark) {
+  HostBackend backend;
+  CachingAllocator pool(backend, {});
+  void* base = pool.allocate(1 * kMiB);
+  const Mark m1 = pool.mark();
+  EXPECT_EQ(m1.allocated_bytes, 1 * kMiB);
+  void* t = pool.allocate(3 * kMiB);
+  pool.free(t);
+  const Mark m2 = pool.mark();
+  void* u = pool.allocate(2 * kMiB);
+  EXPECT_EQ(pool.peak_since(m1), 4 * kMiB);
+  EXPECT_EQ(pool.peak_since(m2), 3 * kMiB);
+  pool.free(u);
+  pool.clear_marks();
+  EXPECT_THROW(pool.peak_since(m2), std::out_of_range);
+  pool.free(base);
+}
+
+}  // namespace
+}  // namespace monet

@@ -1,0 +1,121 @@
+// Long random sequences of allocations and frees, over several streams, with cross-stream use
+// and a budget, checking every invariant as they run and that no two live blocks overlap (each
+// live block carries a fill pattern that must survive until it is freed).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "allocator/caching_allocator.h"
+#include "allocator/size_rules.h"
+#include "fake_backend.h"
+#include "monet/errors.h"
+
+namespace monet {
+namespace {
+
+using ::testing::IsEmpty;
+
+struct Live {
+  unsigned char* ptr;
+  std::size_t bytes;
+  unsigned char fill;
+};
+
+std::size_t random_size(std::mt19937_64& rng) {
+  // Mostly small tensors, some mid-sized, a few large, like a training step.
+  const int kind = std::uniform_int_distribution<int>(0, 99)(rng);
+  if (kind < 60) return std::uniform_int_distribution<std::size_t>(1, 64 << 10)(rng);
+  if (kind < 90) return std::uniform_int_distribution<std::size_t>(64 << 10, 4 << 20)(rng);
+  return std::uniform_int_distribution<std::size_t>(4 << 20, 24 << 20)(rng);
+}
+
+// Writes the fill at a few places; enough to catch overlaps without touching every byte.
+void stamp(const Live& l) {
+  l.ptr[0] = l.fill;
+  l.ptr[l.bytes / 2] = l.fill;
+  l.ptr[l.bytes - 1] = l.fill;
+}
+bool intact(const Live& l) {
+  return l.ptr[0] == l.fill && l.ptr[l.bytes / 2] == l.fill && l.ptr[l.bytes - 1] == l.fill;
+}
+
+void run_stress(std::uint64_t seed, std::size_t budget, int steps) {
+  std::mt19937_64 rng(seed);
+  testing::ManualEventBackend backend;
+  CachingAllocator pool(backend, CachingAllocator::Options{budget, nullptr});
+  std::vector<Live> live;
+  std::size_t live_requested = 0;
+  int refused = 0;
+
+  for (int step = 0; step < steps; ++step) {
+    const int action = std::uniform_int_distribution<int>(0, 99)(rng);
+    if (action < 55 || live.empty()) {
+      const std::size_t bytes = random_size(rng);
+      const Stream stream = std::uniform_int_distribution<Stream>(0, 2)(rng);
+      try {
+        auto* p = static_cast<unsigned char*>(pool.allocate(bytes, stream));
+        Live l{p, bytes, static_cast<unsigned char>(step * 131 + 7)};
+        stamp(l);
+        if (std::uniform_int_distribution<int>(0, 9)(rng) == 0) {
+          pool.record_stream(p, std::uniform_int_distribution<Stream>(0, 2)(rng));
+        }
+        live.push_back(l);
+        live_requested += bytes;
+      } catch (const OutOfMemoryError& e) {
+        ++refused;
+        // Refusal is right only when the budget leaves no room for the block, even after the
+        // cache was released.
+        ASSERT_GT(e.reserved_bytes + size_rules::block_size(bytes), budget)
+            << "refused although the budget had room";
+      }
+    } else if (action < 97) {
+      const std::size_t i = std::uniform_int_distribution<std::size_t>(0, live.size() - 1)(rng);
+      ASSERT_TRUE(intact(live[i])) << "block overwritten while live, step " << step;
+      pool.free(live[i].ptr);
+      live_requested -= live[i].bytes;
+      live[i] = live.back();
+      live.pop_back();
+    } else if (action < 99) {
+      backend.complete_all();
+    } else {
+      pool.release_cached();
+    }
+
+    if (step % 64 == 0) {
+      ASSERT_THAT(pool.check_invariants(), IsEmpty()) << "step " << step;
+      ASSERT_EQ(pool.stats().requested_bytes, live_requested);
+    }
+    ASSERT_LE(pool.stats().reserved_bytes, budget);
+  }
+  for (const Live& l : live) {
+    ASSERT_TRUE(intact(l));
+    pool.free(l.ptr);
+  }
+  backend.complete_all();
+  pool.release_cached();
+  ASSERT_THAT(pool.check_invariants(), IsEmpty());
+  const MemoryStats s = pool.stats();
+  EXPECT_EQ(s.allocated_bytes, 0u);
+  EXPECT_EQ(s.reserved_bytes, 0u);
+  EXPECT_EQ(s.allocations, s.frees);
+  EXPECT_LE(s.peak_reserved_bytes, budget);
+  ::testing::Test::RecordProperty("refused", refused);
+}
+
+TEST(PoolStress, RandomSequencesKeepEveryInvariant) {
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    SCOPED_TRACE(seed);
+    run_stress(seed, /*budget=*/std::size_t{256} << 20, /*steps=*/6000);
+  }
+}
+
+TEST(PoolStress, TightBudgetRefusesOnlyWhenFull) {
+  run_stress(/*seed=*/42, /*budget=*/std::size_t{64} << 20, /*steps=*/8000);
+}
+
+}  // namespace
+}  // namespace monet

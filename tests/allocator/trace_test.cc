@@ -1,0 +1,65 @@
+#include "allocator/trace.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "allocator/caching_allocator.h"
+#include "allocator/host_backend.h"
+#include "monet/errors.h"
+
+namespace monet {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Trace, RecordsEveryAllocationAndFreeAndReadsBack) {
+  const std::string path = ::testing::TempDir() + "/monet_trace_test_" +
+                           std::to_string(::getpid()) + ".trace";
+  void* a = nullptr;
+  void* b = nullptr;
+  {
+    TraceWriter writer(path);
+    HostBackend backend;
+    CachingAllocator pool(backend, CachingAllocator::Options{0, &writer});
+    a = pool.allocate(1000, /*stream=*/0);
+    b = pool.allocate(5 << 20, /*stream=*/7);
+    pool.free(a);
+    pool.free(b);
+  }
+  std::ifstream in(path);
+  const std::vector<TraceEvent> events = read_trace(in);
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].op, TraceEvent::Op::kAlloc);
+  EXPECT_EQ(events[0].bytes, 1000u);
+  EXPECT_EQ(events[0].device, "cpu");
+  EXPECT_EQ(events[0].address, reinterpret_cast<std::uintptr_t>(a));
+  EXPECT_EQ(events[1].stream, 7u);
+  EXPECT_EQ(events[2].op, TraceEvent::Op::kFree);
+  EXPECT_EQ(events[2].bytes, 1000u);
+  EXPECT_EQ(events[3].address, reinterpret_cast<std::uintptr_t>(b));
+  EXPECT_LE(events[0].time_ns, events[3].time_ns);
+  std::remove(path.c_str());
+}
+
+TEST(Trace, MalformedLinesAreNamed) {
+  std::istringstream in("# monet-trace 1\na 1 cpu 0 512 0x1000\nx 2 cpu 0 512 0x1000\n");
+  try {
+    read_trace(in);
+    FAIL() << "accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("trace line 3"));
+  }
+  std::istringstream future("# monet-trace 9\n");
+  EXPECT_THROW(read_trace(future), std::runtime_error);
+}
+
+TEST(Trace, UnwritablePathIsAConfigError) {
+  EXPECT_THROW(TraceWriter("/nonexistent-folder/x.trace"), ConfigError);
+}
+
+}  // namespace
+}  // namespace monet
