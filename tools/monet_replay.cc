@@ -1,0 +1,130 @@
+// monet-replay: replays an allocation trace (MONET_TRACE, docs/trace.md) through monet's pool
+// and prints peak allocated, peak reserved and fragmentation, per device. The replay reserves
+// address space only, so a trace from a large GPU replays anywhere.
+//
+//   monet-replay TRACE [--budget B] [--json]
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "allocator/caching_allocator.h"
+#include "allocator/host_backend.h"
+#include "allocator/trace.h"
+#include "monet/bytes.h"
+#include "monet/errors.h"
+
+namespace {
+
+[[noreturn]] void usage(const std::string& problem) {
+  if (!problem.empty()) std::cerr << "monet-replay: " << problem << "\n";
+  std::cerr << "usage: monet-replay TRACE [--budget B] [--json]\n"
+               "  TRACE       a file written with MONET_TRACE=FILE\n"
+               "  --budget B  replay under this budget (1GiB, 512MiB...); default: none\n"
+               "  --json      print one JSON object per device instead of a table\n";
+  std::exit(problem.empty() ? 0 : 2);
+}
+
+struct Replay {
+  std::unique_ptr<monet::HostBackend> backend;
+  std::unique_ptr<monet::CachingAllocator> pool;
+  std::map<std::uintptr_t, void*> live;  // traced address -> replayed address
+  std::uint64_t refused = 0;
+  std::uint64_t unmatched_frees = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string path;
+  std::string budget_text;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--json") {
+      json = true;
+    } else if (arg == "--budget") {
+      if (i + 1 >= argc) usage("--budget needs a value");
+      budget_text = argv[++i];
+    } else if (arg == "--help" || arg == "-h") {
+      usage("");
+    } else if (!arg.empty() && arg[0] == '-') {
+      usage("unknown option " + arg);
+    } else if (path.empty()) {
+      path = arg;
+    } else {
+      usage("one trace at a time");
+    }
+  }
+  if (path.empty()) usage("no trace given");
+
+  std::size_t budget = 0;
+  std::vector<monet::TraceEvent> events;
+  try {
+    if (!budget_text.empty()) budget = monet::parse_budget(budget_text, 0, "--budget");
+    std::ifstream in(path);
+    if (!in) usage("cannot open " + path);
+    events = monet::read_trace(in);
+  } catch (const std::exception& e) {
+    std::cerr << "monet-replay: " << path << ": " << e.what() << "\n";
+    return 2;
+  }
+
+  std::map<std::string, Replay> devices;
+  for (const monet::TraceEvent& e : events) {
+    Replay& r = devices[e.device];
+    if (!r.pool) {
+      r.backend = std::make_unique<monet::HostBackend>(monet::HostBackend::Options{0, false});
+      r.pool = std::make_unique<monet::CachingAllocator>(
+          *r.backend, monet::CachingAllocator::Options{budget, nullptr});
+    }
+    if (e.op == monet::TraceEvent::Op::kAlloc) {
+      try {
+        r.live[e.address] = r.pool->allocate(e.bytes, e.stream);
+      } catch (const monet::OutOfMemoryError&) {
+        ++r.refused;
+      }
+    } else {
+      auto it = r.live.find(e.address);
+      if (it == r.live.end()) {
+        ++r.unmatched_frees;  // allocated before tracing began, or refused above
+        continue;
+      }
+      r.pool->free(it->second);
+      r.live.erase(it);
+    }
+  }
+
+  nlohmann::json out = nlohmann::json::array();
+  for (auto& [device, r] : devices) {
+    const monet::MemoryStats s = r.pool->stats();
+    if (json) {
+      out.push_back({{"device", device},
+                     {"events", s.allocations + s.frees},
+                     {"peak_allocated_bytes", s.peak_allocated_bytes},
+                     {"peak_requested_bytes", s.peak_requested_bytes},
+                     {"peak_reserved_bytes", s.peak_reserved_bytes},
+                     {"fragmentation", s.fragmentation()},
+                     {"budget_bytes", budget},
+                     {"refused", r.refused},
+                     {"unmatched_frees", r.unmatched_frees}});
+      continue;
+    }
+    fmt::print("{}: {} allocations, {} frees\n", device, s.allocations, s.frees);
+    fmt::print("  peak allocated  {:>12}\n", monet::format_bytes(s.peak_allocated_bytes));
+    fmt::print("  peak requested  {:>12}\n", monet::format_bytes(s.peak_requested_bytes));
+    fmt::print("  peak reserved   {:>12}\n", monet::format_bytes(s.peak_reserved_bytes));
+    fmt::print("  fragmentation   {:>11.2f}%\n", 100.0 * s.fragmentation());
+    if (budget != 0) fmt::print("  refused         {:>12}\n", r.refused);
+    if (r.unmatched_frees != 0) {
+      fmt::print("  frees of blocks allocated before the trace began: {}\n", r.unmatched_frees);
+    }
+  }
+  if (json) std::cout << out.dump(2) << "\n";
+  return 0;
+}
