@@ -5,9 +5,13 @@
 // also provides events, which let the pool learn that work queued on a stream before some point
 // has finished, so that a block used on several streams is reused only once that is safe.
 //
-// Expandable segments (CUDA's cuMemCreate/cuMemMap) fit behind this seam as a backend whose
-// reserve() maps physical pages into a large reserved virtual range at the end of the previous
-// segment; the pool then sees adjacent segments and needs only to merge across them.
+// A backend may also hold a segment's address range without all of its memory: with a nonzero
+// granularity(), reserve() takes address space only, and the pool commits and decommits the
+// memory behind it granule by granule, as blocks are handed out and as free ones are given back.
+// Reserved bytes are then committed bytes, and free holes in a segment stop counting against the
+// budget once decommitted: this is what keeps fragmentation low when input shapes change. The
+// host backend does this with madvise; on CUDA it is the virtual memory API (cuMemAddressReserve,
+// cuMemCreate, cuMemMap), as PyTorch's expandable segments use it.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +44,16 @@ class Backend {
 
   // Gives a segment from reserve() back to the device. May wait for the device to be idle.
   virtual void release(void* segment, std::size_t bytes) = 0;
+
+  // Bytes per commit granule (a power of two, at least 512), or 0 when segments are held whole.
+  virtual std::size_t granularity() const { return 0; }
+
+  // Makes [ptr, ptr + bytes) of a reserved segment usable. Both are granule multiples from the
+  // segment's start. Returns false when the device has no room.
+  virtual bool commit(void* ptr, std::size_t bytes) { return true; }
+
+  // Gives the memory behind [ptr, ptr + bytes) back; the addresses stay reserved.
+  virtual void decommit(void* ptr, std::size_t bytes) {}
 
   // Records an event on `stream` that completes when the work queued there so far completes.
   virtual Event record_event(Stream stream) = 0;

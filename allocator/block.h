@@ -15,6 +15,8 @@ namespace monet {
 
 namespace bi = boost::intrusive;
 
+struct Segment;
+
 enum class BlockState : std::uint8_t {
   kFree,       // in its pool's free set
   kAllocated,  // handed out; in the active index
@@ -23,20 +25,31 @@ enum class BlockState : std::uint8_t {
 
 struct Block {
   char* address = nullptr;
-  std::size_t size = 0;       // bytes, a multiple of 512
-  std::size_t requested = 0;  // bytes the caller asked for (allocated blocks)
-  Stream stream = 0;          // the stream the segment was reserved for
-  Block* prev = nullptr;      // neighbours in the segment, in address order
+  std::size_t size = 0;        // bytes, a multiple of 512
+  std::size_t requested = 0;   // bytes the caller asked for (allocated blocks)
+  Stream stream = 0;           // the stream the segment was reserved for
+  Segment* segment = nullptr;  // the segment the block lies in
+  Block* prev = nullptr;       // neighbours in the segment, in address order
   Block* next = nullptr;
   BlockState state = BlockState::kFree;
-  bool small = false;          // belongs to the small pool
-  int pending_events = 0;      // events still to complete before a kPending block is free
+  bool small = false;                 // belongs to the small pool
+  int pending_events = 0;             // events still to complete before a kPending block is free
   std::vector<Stream> other_streams;  // streams besides `stream` that used the block
 
   bi::set_member_hook<bi::link_mode<bi::safe_link>> free_hook;
   bi::unordered_set_member_hook<bi::link_mode<bi::safe_link>> active_hook;
 
   bool is_segment() const { return prev == nullptr && next == nullptr; }
+};
+
+// A range reserved from the backend. Where the backend commits memory granule by granule, the
+// segment records which granules are committed; only those count as reserved bytes.
+struct Segment {
+  char* base = nullptr;
+  std::size_t size = 0;
+  Block* head = nullptr;            // the block at `base`; it stays first as blocks split and merge
+  std::vector<bool> committed;      // per granule; empty when the segment is held whole
+  std::size_t committed_bytes = 0;  // what the segment counts as reserved
 };
 
 // Free sets are ordered by stream, then size, then address: best fit is a lower_bound, and among

@@ -21,7 +21,8 @@ CachingAllocator::CachingAllocator(Backend& backend, Options options)
       options_(options),
       device_(backend.device_name()),
       buckets_(kInitialBuckets),
-      active_(ActiveIndex::bucket_traits(buckets_.data(), buckets_.size())) {
+      active_(ActiveIndex::bucket_traits(buckets_.data(), buckets_.size())),
+      granularity_(backend.granularity()) {
   stats_.device = device_;
   stats_.budget_bytes = options_.budget_bytes;
 }
@@ -30,11 +31,7 @@ CachingAllocator::~CachingAllocator() {
   active_.clear();
   small_free_.clear();
   large_free_.clear();
-  for (const auto& [base, head] : segments_) {
-    std::size_t bytes = 0;
-    for (const Block* b = head; b != nullptr; b = b->next) bytes += b->size;
-    backend_.release(const_cast<char*>(base), bytes);
-  }
+  for (auto& [base, segment] : segments_) release_segment(segment);
   for (const PendingEvent& p : pending_) backend_.destroy_event(p.event);
 }
 
@@ -53,8 +50,11 @@ void* CachingAllocator::allocate(std::size_t bytes, Stream stream) {
     if (block == nullptr) throw_out_of_memory(bytes);
   }
   split(block, size);
-
-  block->state = BlockState::kAllocated;
+  block->state = BlockState::kAllocated;  // kept out of the cache's reach while committing
+  if (!commit(block)) {
+    make_free(block);
+    throw_out_of_memory(bytes);
+  }
   block->requested = bytes;
   if (active_.size() >= buckets_.size()) grow_index();
   active_.insert(*block);
@@ -77,8 +77,8 @@ void CachingAllocator::free(void* ptr) {
   auto it = active_.find(static_cast<const char*>(ptr));
   if (it == active_.end()) {
     throw std::invalid_argument(fmt::format(
-        "monet: free of {} on {}, which this allocator did not hand out or already took back",
-        ptr, device_));
+        "monet: free of {} on {}, which this allocator did not hand out or already took back", ptr,
+        device_));
   }
   Block* block = &*it;
   active_.erase(it);
@@ -152,23 +152,129 @@ Block* CachingAllocator::reserve_segment(bool small, Stream stream, std::size_t 
   return nullptr;
 }
 
-Block* CachingAllocator::try_reserve(bool small, Stream stream, std::size_t segment) {
-  if (options_.budget_bytes != 0 && stats_.reserved_bytes + segment > options_.budget_bytes) {
+Block* CachingAllocator::try_reserve(bool small, Stream stream, std::size_t bytes) {
+  // Held whole, a segment counts against the budget at once; committed by granule, it is address
+  // space until its blocks are handed out.
+  if (granularity_ == 0 && options_.budget_bytes != 0 &&
+      stats_.reserved_bytes + bytes > options_.budget_bytes) {
     return nullptr;
   }
-  void* memory = backend_.reserve(segment);
+  if (granularity_ != 0) bytes = size_rules::round_up(bytes, granularity_);
+  void* memory = backend_.reserve(bytes);
   if (memory == nullptr) return nullptr;
   Block* block = new_block();
   block->address = static_cast<char*>(memory);
-  block->size = segment;
+  block->size = bytes;
   block->stream = stream;
   block->small = small;
-  segments_.emplace(block->address, block);
+  Segment& segment = segments_[block->address];
+  segment.base = block->address;
+  segment.size = bytes;
+  segment.head = block;
+  block->segment = &segment;
   ++stats_.segments;
   ++stats_.segment_reserves;
-  stats_.reserved_bytes += segment;
-  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+  if (granularity_ == 0) {
+    segment.committed_bytes = bytes;
+    stats_.reserved_bytes += bytes;
+    stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+    high_water_ = std::max(high_water_, stats_.reserved_bytes);
+  } else {
+    segment.committed.assign(bytes / granularity_, false);
+  }
   return block;
+}
+
+bool CachingAllocator::commit(Block* block) {
+  if (granularity_ == 0) return true;
+  std::size_t needed = 0;
+  commit_granules(block, /*dry_run=*/true, &needed);
+  if (needed == 0) return true;
+  // Give back the free holes before the reservation grows past its high-water mark, and before
+  // the budget would refuse; only then commit new memory.
+  const bool over_budget =
+      options_.budget_bytes != 0 && stats_.reserved_bytes + needed > options_.budget_bytes;
+  if (over_budget || stats_.reserved_bytes + needed > high_water_) {
+    if (over_budget) process_events(/*wait=*/true);
+    if (decommit_free() > 0 && over_budget) ++stats_.cache_flushes;
+  }
+  if (options_.budget_bytes != 0 && stats_.reserved_bytes + needed > options_.budget_bytes) {
+    return false;
+  }
+  if (commit_granules(block, /*dry_run=*/false, &needed)) return true;
+  // The device itself is full: give back everything cached, then try once more.
+  process_events(/*wait=*/true);
+  decommit_free();
+  release_free_segments();
+  return commit_granules(block, /*dry_run=*/false, &needed);
+}
+
+bool CachingAllocator::commit_granules(Block* block, bool dry_run, std::size_t* needed) {
+  Segment& segment = *block->segment;
+  const std::size_t first = static_cast<std::size_t>(block->address - segment.base) / granularity_;
+  const std::size_t last =
+      static_cast<std::size_t>(block->address + block->size - 1 - segment.base) / granularity_;
+  *needed = 0;
+  for (std::size_t g = first; g <= last; ++g) {
+    if (segment.committed[g]) continue;
+    if (dry_run) {
+      *needed += granularity_;
+      continue;
+    }
+    std::size_t end = g;  // commit runs of uncommitted granules in one call
+    while (end + 1 <= last && !segment.committed[end + 1]) ++end;
+    const std::size_t bytes = (end - g + 1) * granularity_;
+    if (!backend_.commit(segment.base + g * granularity_, bytes)) return false;
+    for (std::size_t i = g; i <= end; ++i) segment.committed[i] = true;
+    segment.committed_bytes += bytes;
+    stats_.reserved_bytes += bytes;
+    *needed += bytes;
+    g = end;
+  }
+  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+  high_water_ = std::max(high_water_, stats_.reserved_bytes);
+  return true;
+}
+
+std::size_t CachingAllocator::decommit_range(Segment& segment, std::size_t first,
+                                             std::size_t last) {
+  std::size_t released = 0;
+  for (std::size_t g = first; g < last; ++g) {
+    if (!segment.committed[g]) continue;
+    std::size_t end = g;
+    while (end + 1 < last && segment.committed[end + 1]) ++end;
+    const std::size_t bytes = (end - g + 1) * granularity_;
+    backend_.decommit(segment.base + g * granularity_, bytes);
+    for (std::size_t i = g; i <= end; ++i) segment.committed[i] = false;
+    released += bytes;
+    g = end;
+  }
+  segment.committed_bytes -= released;
+  stats_.reserved_bytes -= released;
+  return released;
+}
+
+std::size_t CachingAllocator::decommit_free() {
+  if (granularity_ == 0) return 0;
+  std::size_t released = 0;
+  for (FreeSet* pool : {&small_free_, &large_free_}) {
+    for (Block& b : *pool) {
+      Segment& segment = *b.segment;
+      const auto begin = static_cast<std::size_t>(b.address - segment.base);
+      const std::size_t first = (begin + granularity_ - 1) / granularity_;  // wholly inside only
+      const std::size_t last = (begin + b.size) / granularity_;
+      if (first < last) released += decommit_range(segment, first, last);
+    }
+  }
+  return released;
+}
+
+void CachingAllocator::release_segment(Segment& segment) {
+  if (granularity_ != 0)
+    decommit_range(segment, 0, segment.committed.size());
+  else
+    stats_.reserved_bytes -= segment.size;
+  backend_.release(segment.base, segment.size);
 }
 
 void CachingAllocator::split(Block* block, std::size_t size) {
@@ -179,6 +285,7 @@ void CachingAllocator::split(Block* block, std::size_t size) {
   rest->size = remaining;
   rest->stream = block->stream;
   rest->small = block->small;
+  rest->segment = block->segment;
   rest->prev = block;
   rest->next = block->next;
   if (block->next != nullptr) block->next->prev = rest;
@@ -228,12 +335,12 @@ void CachingAllocator::process_events(bool wait) {
 std::size_t CachingAllocator::release_free_segments() {
   std::size_t released = 0;
   for (auto it = segments_.begin(); it != segments_.end();) {
-    Block* head = it->second;
+    Segment& segment = it->second;
+    Block* head = segment.head;
     if (head->is_segment() && head->state == BlockState::kFree) {
       pool_of(*head).erase(pool_of(*head).iterator_to(*head));
-      backend_.release(head->address, head->size);
-      released += head->size;
-      stats_.reserved_bytes -= head->size;
+      released += segment.committed_bytes;
+      release_segment(segment);
       --stats_.segments;
       ++stats_.segment_releases;
       recycle(head);
@@ -248,7 +355,8 @@ std::size_t CachingAllocator::release_free_segments() {
 std::size_t CachingAllocator::release_cached() {
   std::lock_guard<std::mutex> lock(mutex_);
   process_events(/*wait=*/true);
-  return release_free_segments();
+  const std::size_t decommitted = decommit_free();
+  return decommitted + release_free_segments();
 }
 
 void CachingAllocator::throw_out_of_memory(std::size_t requested) {
@@ -313,6 +421,7 @@ void CachingAllocator::set_budget_bytes(std::size_t bytes) {
   // A lower budget takes effect at once as far as cached memory allows.
   if (bytes != 0 && stats_.reserved_bytes > bytes) {
     process_events(/*wait=*/true);
+    decommit_free();
     release_free_segments();
   }
 }
@@ -323,15 +432,29 @@ std::vector<std::string> CachingAllocator::check_invariants() {
   auto report = [&](std::string what) { problems.push_back(std::move(what)); };
 
   std::size_t reserved = 0, allocated = 0, requested = 0, free_count = 0, active_count = 0;
-  for (const auto& [base, head] : segments_) {
-    if (head->address != base || head->prev != nullptr) {
+  for (const auto& [base, segment] : segments_) {
+    const Block* head = segment.head;
+    if (head->address != base || head->prev != nullptr || segment.base != base) {
       report(fmt::format("segment {} does not start with its first block", base));
     }
+    if (granularity_ != 0) {
+      const auto committed = static_cast<std::size_t>(
+          std::count(segment.committed.begin(), segment.committed.end(), true));
+      if (committed * granularity_ != segment.committed_bytes) {
+        report(fmt::format("segment {} counts {} committed bytes but {} granules are", base,
+                           segment.committed_bytes, committed));
+      }
+    } else if (segment.committed_bytes != segment.size) {
+      report(fmt::format("segment {} held whole counts {} of {} bytes", base,
+                         segment.committed_bytes, segment.size));
+    }
+    reserved += segment.committed_bytes;
     const char* expected = base;
     for (const Block* b = head; b != nullptr; b = b->next) {
       if (b->address != expected) {
         report(fmt::format("block {} should start at {} (gap or overlap)", b->address, expected));
       }
+      if (b->segment != &segment) report(fmt::format("block {} names another segment", b->address));
       if (b->next != nullptr && b->next->prev != b) {
         report(fmt::format("block {}: next->prev does not point back", b->address));
       }
@@ -345,25 +468,48 @@ std::vector<std::string> CachingAllocator::check_invariants() {
       switch (b->state) {
         case BlockState::kFree:
           ++free_count;
-          if (!b->free_hook.is_linked()) report(fmt::format("free block {} not in a free set", b->address));
+          if (!b->free_hook.is_linked()) {
+            report(fmt::format("free block {} not in a free set", b->address));
+          }
           if (b->next != nullptr && b->next->state == BlockState::kFree) {
             report(fmt::format("free blocks {} and {} are neighbours, unmerged", b->address,
                                b->next->address));
           }
           break;
-        case BlockState::kAllocated:
+        case BlockState::kAllocated: {
           ++active_count;
           allocated += b->size;
           requested += b->requested;
-          if (b->requested > b->size) report(fmt::format("block {} is smaller than asked", b->address));
-          if (!b->active_hook.is_linked()) report(fmt::format("allocated block {} not indexed", b->address));
+          if (b->requested > b->size) {
+            report(fmt::format("block {} is smaller than asked", b->address));
+          }
+          if (!b->active_hook.is_linked()) {
+            report(fmt::format("allocated block {} not indexed", b->address));
+          }
+          if (granularity_ != 0) {
+            const auto offset = static_cast<std::size_t>(b->address - base);
+            for (std::size_t g = offset / granularity_; g <= (offset + b->size - 1) / granularity_;
+                 ++g) {
+              if (!segment.committed[g]) {
+                report(
+                    fmt::format("allocated block {} lies on an uncommitted granule", b->address));
+                break;
+              }
+            }
+          }
           break;
+        }
         case BlockState::kPending:
-          if (b->pending_events <= 0) report(fmt::format("pending block {} has no events", b->address));
+          if (b->pending_events <= 0) {
+            report(fmt::format("pending block {} has no events", b->address));
+          }
           break;
       }
       expected = b->address + b->size;
-      reserved += b->size;
+    }
+    if (expected != base + segment.size) {
+      report(fmt::format("blocks of segment {} cover {} of its {} bytes", base, expected - base,
+                         segment.size));
     }
   }
   if (free_count != small_free_.size() + large_free_.size()) {
@@ -371,10 +517,12 @@ std::vector<std::string> CachingAllocator::check_invariants() {
                        small_free_.size() + large_free_.size()));
   }
   if (active_count != active_.size()) {
-    report(fmt::format("{} allocated blocks in segments but {} indexed", active_count, active_.size()));
+    report(fmt::format("{} allocated blocks in segments but {} indexed", active_count,
+                       active_.size()));
   }
   if (reserved != stats_.reserved_bytes) {
-    report(fmt::format("segments hold {} bytes but stats say {} reserved", reserved, stats_.reserved_bytes));
+    report(fmt::format("segments hold {} bytes but stats say {} reserved", reserved,
+                       stats_.reserved_bytes));
   }
   if (allocated != stats_.allocated_bytes || requested != stats_.requested_bytes) {
     report(fmt::format("blocks hold {}/{} bytes allocated/requested but stats say {}/{}", allocated,
@@ -384,9 +532,11 @@ std::vector<std::string> CachingAllocator::check_invariants() {
     report(fmt::format("{} segments but stats say {}", segments_.size(), stats_.segments));
   }
   if (options_.budget_bytes != 0 && stats_.reserved_bytes > options_.budget_bytes) {
-    report(fmt::format("{} bytes reserved over a budget of {}", stats_.reserved_bytes, options_.budget_bytes));
+    report(fmt::format("{} bytes reserved over a budget of {}", stats_.reserved_bytes,
+                       options_.budget_bytes));
   }
-  if (stats_.peak_allocated_bytes < stats_.allocated_bytes || stats_.peak_reserved_bytes < stats_.reserved_bytes) {
+  if (stats_.peak_allocated_bytes < stats_.allocated_bytes ||
+      stats_.peak_reserved_bytes < stats_.reserved_bytes) {
     report("a peak is below its current value");
   }
   return problems;

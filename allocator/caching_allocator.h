@@ -9,6 +9,12 @@
 // segment is released first. Only then does the request fail, with an OutOfMemoryError whose
 // message has the numbers that matter.
 //
+// Over a backend that commits memory granule by granule (Backend::granularity()), reserved bytes
+// are committed bytes: a block's granules are committed when it is handed out and stay committed
+// while it is cached; the granules lying wholly inside free blocks are given back before the
+// reservation would rise above its high-water mark, and under budget pressure. Shapes that change
+// from batch to batch then leave holes that cost address space, not memory.
+//
 // A block used on streams besides its own (record_stream) is reused only after events recorded on
 // those streams at free time have completed.
 //
@@ -37,8 +43,8 @@ namespace monet {
 class CachingAllocator {
  public:
   struct Options {
-    std::size_t budget_bytes = 0;   // cap on reserved bytes; 0: no cap
-    TraceWriter* trace = nullptr;   // where to record allocations and frees; not owned
+    std::size_t budget_bytes = 0;  // cap on reserved bytes; 0: no cap
+    TraceWriter* trace = nullptr;  // where to record allocations and frees; not owned
   };
 
   // `backend` must outlive the allocator.
@@ -84,11 +90,13 @@ class CachingAllocator {
   std::vector<std::string> check_invariants();
 
  private:
-  using FreeSet = bi::multiset<Block, bi::compare<BlockOrder>,
-                               bi::member_hook<Block, decltype(Block::free_hook), &Block::free_hook>>;
-  using ActiveIndex = bi::unordered_set<
-      Block, bi::key_of_value<BlockAddress>, bi::hash<AddressHash>, bi::power_2_buckets<true>,
-      bi::member_hook<Block, decltype(Block::active_hook), &Block::active_hook>>;
+  using FreeSet =
+      bi::multiset<Block, bi::compare<BlockOrder>,
+                   bi::member_hook<Block, decltype(Block::free_hook), &Block::free_hook>>;
+  using ActiveIndex =
+      bi::unordered_set<Block, bi::key_of_value<BlockAddress>, bi::hash<AddressHash>,
+                        bi::power_2_buckets<true>,
+                        bi::member_hook<Block, decltype(Block::active_hook), &Block::active_hook>>;
 
   struct PendingEvent {
     Event event;
@@ -99,6 +107,11 @@ class CachingAllocator {
   Block* take_free(bool small, Stream stream, std::size_t size);
   Block* reserve_segment(bool small, Stream stream, std::size_t size);
   Block* try_reserve(bool small, Stream stream, std::size_t segment);
+  bool commit(Block* block);
+  bool commit_granules(Block* block, bool dry_run, std::size_t* needed);
+  std::size_t decommit_free();
+  std::size_t decommit_range(Segment& segment, std::size_t first, std::size_t last);
+  void release_segment(Segment& segment);
   void split(Block* block, std::size_t size);
   void make_free(Block* block);
   void process_events(bool wait);
@@ -118,7 +131,9 @@ class CachingAllocator {
   FreeSet large_free_;
   std::vector<ActiveIndex::bucket_type> buckets_;
   ActiveIndex active_;
-  std::map<const char*, Block*> segments_;  // segment base -> its first block
+  const std::size_t granularity_;            // the backend's; 0: segments held whole
+  std::size_t high_water_ = 0;               // the most bytes ever reserved
+  std::map<const char*, Segment> segments_;  // by base address; nodes stay put
   std::deque<PendingEvent> pending_;
 
   std::deque<Block> block_storage_;  // owns every Block; addresses stay stable

@@ -47,7 +47,8 @@ int cuda_device_count(const CudaApi& api) {
 }
 
 CudaBackend::CudaBackend(const CudaApi& api, int device) : api_(api), device_(device) {
-  if (!api_.complete()) throw std::runtime_error("monet: the CUDA runtime's functions were not found");
+  if (!api_.complete())
+    throw std::runtime_error("monet: the CUDA runtime's functions were not found");
   DeviceScope scope(api_, device_);
   size_t free = 0, total = 0;
   check(api_.mem_get_info(&free, &total), "cudaMemGetInfo");
@@ -102,8 +103,8 @@ void CudaBackend::destroy_event(Event event) {
 
 void CudaBackend::check(cudaError_t status, const char* what) const {
   if (status == cudaSuccess) return;
-  throw std::runtime_error(fmt::format("monet: {} failed on cuda:{}: {}", what, device_,
-                                       api_.get_error_string(status)));
+  throw std::runtime_error(
+      fmt::format("monet: {} failed on cuda:{}: {}", what, device_, api_.get_error_string(status)));
 }
 
 }  // namespace monet

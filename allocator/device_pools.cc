@@ -11,8 +11,8 @@
 #include "allocator/host_backend.h"
 #include "common/env.h"
 #include "common/log.h"
-#include "monet/errors.h"
 #include "monet/bytes.h"
+#include "monet/errors.h"
 #ifdef MONET_HAVE_CUDA
 #include "allocator/cuda_backend.h"
 #endif
@@ -104,9 +104,9 @@ CachingAllocator& cuda(int device) {
   }
   std::lock_guard<std::mutex> lock(s.mutex);
   if (device < 0 || device >= s.cuda_devices) {
-    throw std::out_of_range(fmt::format(
-        "monet: cuda:{} is not a device monet can use ({} CUDA devices found)", device,
-        s.cuda_devices));
+    throw std::out_of_range(
+        fmt::format("monet: cuda:{} is not a device monet can use ({} CUDA devices found)", device,
+                    s.cuda_devices));
   }
   if (CachingAllocator* a = s.cuda[device].load(std::memory_order_relaxed)) return *a;
 #ifdef MONET_HAVE_CUDA
@@ -132,8 +132,8 @@ void validate_environment() {
   const std::size_t ram = physical_memory_bytes();
   budget_from("MONET_BUDGET", ram);
   budget_from("MONET_CPU_BUDGET", ram);
-  if (auto stats = env_value("MONET_STATS"); stats && *stats != "0" && *stats != "1" &&
-                                             *stats != "auto") {
+  if (auto stats = env_value("MONET_STATS");
+      stats && *stats != "0" && *stats != "1" && *stats != "auto") {
     throw ConfigError(fmt::format("MONET_STATS='{}' is not 1, 0 or auto.", *stats));
   }
   State& s = state();

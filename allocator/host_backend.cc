@@ -25,26 +25,39 @@ std::size_t HostBackend::total_bytes() const {
   return options_.capacity_bytes != 0 ? options_.capacity_bytes : physical_memory_bytes();
 }
 
+bool HostBackend::take(std::size_t bytes) {
+  if (options_.capacity_bytes != 0 && held_bytes_ + bytes > options_.capacity_bytes) return false;
+  held_bytes_ += bytes;
+  return true;
+}
+
 void* HostBackend::reserve(std::size_t bytes) {
-  if (options_.capacity_bytes != 0 && reserved_bytes_ + bytes > options_.capacity_bytes) {
-    return nullptr;
-  }
+  if (options_.granularity == 0 && !take(bytes)) return nullptr;
   const int protection = options_.backed ? PROT_READ | PROT_WRITE : PROT_NONE;
   int flags = MAP_PRIVATE | MAP_ANONYMOUS;
   if (!options_.backed) flags |= MAP_NORESERVE;
   void* p = ::mmap(nullptr, bytes, protection, flags, -1, 0);
   if (p == MAP_FAILED) {
+    if (options_.granularity == 0) held_bytes_ -= bytes;
     if (errno == ENOMEM) return nullptr;
     throw std::runtime_error(std::string("monet: mmap of a host segment failed: ") +
                              std::strerror(errno));
   }
-  reserved_bytes_ += bytes;
   return p;
 }
 
 void HostBackend::release(void* segment, std::size_t bytes) {
   ::munmap(segment, bytes);
-  reserved_bytes_ -= bytes;
+  if (options_.granularity == 0) held_bytes_ -= bytes;
+}
+
+// Linux backs anonymous pages on first touch, so committing is bookkeeping against the capacity;
+// decommitting returns the pages to the system at once.
+bool HostBackend::commit(void*, std::size_t bytes) { return take(bytes); }
+
+void HostBackend::decommit(void* ptr, std::size_t bytes) {
+  if (options_.backed) ::madvise(ptr, bytes, MADV_DONTNEED);
+  held_bytes_ -= bytes;
 }
 
 }  // namespace monet

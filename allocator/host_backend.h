@@ -17,6 +17,9 @@ class HostBackend : public Backend {
     // False: segments are address space only (PROT_NONE, no memory behind them). For replays
     // and tests that never touch the blocks.
     bool backed = true;
+    // Commit granule (see Backend): 2 MiB, like CUDA's virtual memory API; 0 holds segments
+    // whole, like cudaMalloc.
+    std::size_t granularity = std::size_t{2} << 20;
   };
 
   HostBackend();
@@ -26,6 +29,9 @@ class HostBackend : public Backend {
   std::size_t total_bytes() const override;
   void* reserve(std::size_t bytes) override;
   void release(void* segment, std::size_t bytes) override;
+  std::size_t granularity() const override { return options_.granularity; }
+  bool commit(void* ptr, std::size_t bytes) override;
+  void decommit(void* ptr, std::size_t bytes) override;
 
   // Host work is synchronous: every event has completed when it is recorded.
   Event record_event(Stream) override { return 0; }
@@ -33,11 +39,14 @@ class HostBackend : public Backend {
   void wait_event(Event) override {}
   void destroy_event(Event) override {}
 
-  std::size_t reserved_bytes() const { return reserved_bytes_; }
+  // Bytes held against the capacity: whole segments, or committed granules.
+  std::size_t held_bytes() const { return held_bytes_; }
 
  private:
+  bool take(std::size_t bytes);
+
   Options options_;
-  std::size_t reserved_bytes_ = 0;
+  std::size_t held_bytes_ = 0;
 };
 
 // Physical RAM of this machine in bytes.

@@ -18,8 +18,8 @@ std::string format_stats(const MemoryStats& s) {
   out += fmt::format("  {:<22} {:>12}\n", "budget",
                      s.budget_bytes != 0 ? format_bytes(s.budget_bytes) : std::string("none"));
   out += fmt::format("  {:<22} {:>11.2f}%\n", "fragmentation", 100.0 * s.fragmentation());
-  out += fmt::format("  {:<22} {:>12}  ({} from cache)\n", "allocations", s.allocations,
-                     s.cache_hits);
+  out +=
+      fmt::format("  {:<22} {:>12}  ({} from cache)\n", "allocations", s.allocations, s.cache_hits);
   out += fmt::format("  {:<22} {:>12}\n", "frees", s.frees);
   out += fmt::format("  {:<22} {:>12}  ({} reserved, {} released)\n", "segments", s.segments,
                      s.segment_reserves, s.segment_releases);

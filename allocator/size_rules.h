@@ -9,11 +9,11 @@
 namespace monet::size_rules {
 
 constexpr std::size_t kMinBlock = 512;
-constexpr std::size_t kSmallRequest = 1 << 20;     // largest request served by the small pool
-constexpr std::size_t kSmallSegment = 2 << 20;     // segment size of the small pool
-constexpr std::size_t kMidRequest = 10 << 20;      // requests below this share kMidSegment
+constexpr std::size_t kSmallRequest = 1 << 20;  // largest request served by the small pool
+constexpr std::size_t kSmallSegment = 2 << 20;  // segment size of the small pool
+constexpr std::size_t kMidRequest = 10 << 20;   // requests below this share kMidSegment
 constexpr std::size_t kMidSegment = 20 << 20;
-constexpr std::size_t kLargeRounding = 2 << 20;    // larger segments round up to this
+constexpr std::size_t kLargeRounding = 2 << 20;  // larger segments round up to this
 
 constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 

@@ -17,9 +17,10 @@ constexpr const char* kHeader = "# monet-trace 1";
 TraceWriter::TraceWriter(const std::string& path) : start_(std::chrono::steady_clock::now()) {
   file_ = std::fopen(path.c_str(), "w");
   if (file_ == nullptr) {
-    throw ConfigError(fmt::format("MONET_TRACE='{}' cannot be written ({}). Name a file in a "
-                                  "folder that exists and that you can write to.",
-                                  path, std::strerror(errno)));
+    throw ConfigError(
+        fmt::format("MONET_TRACE='{}' cannot be written ({}). Name a file in a "
+                    "folder that exists and that you can write to.",
+                    path, std::strerror(errno)));
   }
   std::fprintf(file_, "%s\n", kHeader);
 }

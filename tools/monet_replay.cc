@@ -2,7 +2,7 @@
 // and prints peak allocated, peak reserved and fragmentation, per device. The replay reserves
 // address space only, so a trace from a large GPU replays anywhere.
 //
-//   monet-replay TRACE [--budget B] [--json]
+//   monet-replay TRACE [--budget B] [--granularity G] [--json]
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -23,10 +23,13 @@ namespace {
 
 [[noreturn]] void usage(const std::string& problem) {
   if (!problem.empty()) std::cerr << "monet-replay: " << problem << "\n";
-  std::cerr << "usage: monet-replay TRACE [--budget B] [--json]\n"
-               "  TRACE       a file written with MONET_TRACE=FILE\n"
-               "  --budget B  replay under this budget (1GiB, 512MiB...); default: none\n"
-               "  --json      print one JSON object per device instead of a table\n";
+  std::cerr << "usage: monet-replay TRACE [--budget B] [--granularity G] [--json]\n"
+               "  TRACE            a file written with MONET_TRACE=FILE\n"
+               "  --budget B       replay under this budget (1GiB, 512MiB...); default: none\n"
+               "  --granularity G  commit memory in granules of G (default 2MiB, as CUDA's\n"
+               "                   virtual memory API does); 0 holds segments whole, as\n"
+               "                   cudaMalloc does\n"
+               "  --json           print one JSON object per device instead of a table\n";
   std::exit(problem.empty() ? 0 : 2);
 }
 
@@ -43,6 +46,7 @@ struct Replay {
 int main(int argc, char** argv) {
   std::string path;
   std::string budget_text;
+  std::string granularity_text = "2MiB";
   bool json = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -51,6 +55,9 @@ int main(int argc, char** argv) {
     } else if (arg == "--budget") {
       if (i + 1 >= argc) usage("--budget needs a value");
       budget_text = argv[++i];
+    } else if (arg == "--granularity") {
+      if (i + 1 >= argc) usage("--granularity needs a value");
+      granularity_text = argv[++i];
     } else if (arg == "--help" || arg == "-h") {
       usage("");
     } else if (!arg.empty() && arg[0] == '-') {
@@ -64,9 +71,16 @@ int main(int argc, char** argv) {
   if (path.empty()) usage("no trace given");
 
   std::size_t budget = 0;
+  std::size_t granularity = 0;
   std::vector<monet::TraceEvent> events;
   try {
     if (!budget_text.empty()) budget = monet::parse_budget(budget_text, 0, "--budget");
+    if (granularity_text != "0") {
+      granularity = monet::parse_budget(granularity_text, 0, "--granularity");
+      if ((granularity & (granularity - 1)) != 0 || granularity < 512) {
+        usage("--granularity must be 0 or a power of two of at least 512 bytes");
+      }
+    }
     std::ifstream in(path);
     if (!in) usage("cannot open " + path);
     events = monet::read_trace(in);
@@ -79,7 +93,10 @@ int main(int argc, char** argv) {
   for (const monet::TraceEvent& e : events) {
     Replay& r = devices[e.device];
     if (!r.pool) {
-      r.backend = std::make_unique<monet::HostBackend>(monet::HostBackend::Options{0, false});
+      monet::HostBackend::Options options;
+      options.backed = false;  // address space only: the replay never touches the blocks
+      options.granularity = granularity;
+      r.backend = std::make_unique<monet::HostBackend>(options);
       r.pool = std::make_unique<monet::CachingAllocator>(
           *r.backend, monet::CachingAllocator::Options{budget, nullptr});
     }
@@ -111,11 +128,15 @@ int main(int argc, char** argv) {
                      {"peak_reserved_bytes", s.peak_reserved_bytes},
                      {"fragmentation", s.fragmentation()},
                      {"budget_bytes", budget},
+                     {"granularity_bytes", granularity},
                      {"refused", r.refused},
                      {"unmatched_frees", r.unmatched_frees}});
       continue;
     }
-    fmt::print("{}: {} allocations, {} frees\n", device, s.allocations, s.frees);
+    fmt::print("{}: {} allocations, {} frees, {}\n", device, s.allocations, s.frees,
+               granularity != 0
+                   ? fmt::format("memory committed in {} granules", monet::format_bytes(granularity))
+                   : std::string("segments held whole"));
     fmt::print("  peak allocated  {:>12}\n", monet::format_bytes(s.peak_allocated_bytes));
     fmt::print("  peak requested  {:>12}\n", monet::format_bytes(s.peak_requested_bytes));
     fmt::print("  peak reserved   {:>12}\n", monet::format_bytes(s.peak_reserved_bytes));

@@ -131,7 +131,8 @@ int main(int argc, char** argv) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << "\n" << flags.steps << " steps in " << seconds << " s\n\n"
+  std::cout << "\n"
+            << flags.steps << " steps in " << seconds << " s\n\n"
             << monet::format_stats(monet::memory_stats());
   return 0;
 }

@@ -91,8 +91,8 @@ void hook_torch_if_loaded() {
   const std::string companion = own_folder() + "/libmonet_preload_torch.so";
   void* handle = real_dlopen()(companion.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (handle == nullptr) {
-    log(LogLevel::kError, "cannot load {}: {}; CPU tensors will not go through monet",
-        companion, dlerror());
+    log(LogLevel::kError, "cannot load {}: {}; CPU tensors will not go through monet", companion,
+        dlerror());
     return;
   }
   using InstallFn = void (*)();

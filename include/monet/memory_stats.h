@@ -24,14 +24,14 @@ struct MemoryStats {
   // The cap on reserved bytes (MONET_BUDGET); 0 means no cap.
   std::size_t budget_bytes = 0;
 
-  std::uint64_t allocations = 0;      // calls that returned memory
-  std::uint64_t frees = 0;            // blocks given back
-  std::uint64_t cache_hits = 0;       // allocations served from cached blocks, no new segment
-  std::uint64_t segments = 0;         // segments held now
-  std::uint64_t segment_reserves = 0; // segments taken from the device
-  std::uint64_t segment_releases = 0; // segments given back to the device
-  std::uint64_t cache_flushes = 0;    // times the cache was emptied to make room
-  std::uint64_t out_of_memory = 0;    // requests refused
+  std::uint64_t allocations = 0;       // calls that returned memory
+  std::uint64_t frees = 0;             // blocks given back
+  std::uint64_t cache_hits = 0;        // allocations served from cached blocks, no new segment
+  std::uint64_t segments = 0;          // segments held now
+  std::uint64_t segment_reserves = 0;  // segments taken from the device
+  std::uint64_t segment_releases = 0;  // segments given back to the device
+  std::uint64_t cache_flushes = 0;     // times the cache was emptied to make room
+  std::uint64_t out_of_memory = 0;     // requests refused
 
   std::size_t active_blocks = 0;       // blocks in use
   std::size_t free_blocks = 0;         // cached free blocks

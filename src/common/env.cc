@@ -27,8 +27,8 @@ const std::vector<Knob>& knobs() {
 
 std::optional<std::string> env_value(std::string_view name) {
   const auto& table = knobs();
-  const bool known = std::any_of(table.begin(), table.end(),
-                                 [&](const Knob& k) { return name == k.name; });
+  const bool known =
+      std::any_of(table.begin(), table.end(), [&](const Knob& k) { return name == k.name; });
   if (!known) throw std::logic_error(fmt::format("{} is not in monet's knob table", name));
   const char* value = std::getenv(std::string(name).c_str());
   if (value == nullptr || *value == '\0') return std::nullopt;

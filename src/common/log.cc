@@ -14,8 +14,8 @@ LogLevel parse_log_level(std::string_view text) {
   if (text == "warn") return LogLevel::kWarn;
   if (text == "info") return LogLevel::kInfo;
   if (text == "debug") return LogLevel::kDebug;
-  throw ConfigError(fmt::format("MONET_LOG='{}' is not a log level. Use error, warn, info or debug.",
-                                text));
+  throw ConfigError(
+      fmt::format("MONET_LOG='{}' is not a log level. Use error, warn, info or debug.", text));
 }
 
 LogLevel log_level() {

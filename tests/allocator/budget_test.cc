@@ -27,8 +27,8 @@ TEST(ParseBudget, AcceptsEveryDocumentedForm) {
 }
 
 TEST(ParseBudget, RejectsEverythingElseNamingTheVariableAndTheForms) {
-  for (const char* bad : {"", "  ", "0", "0GiB", "0%", "eight", "8 gigs", "8GiBs", "-1G",
-                          "1.2.3G", "150%", "%", "G8", "0.0000001B"}) {
+  for (const char* bad : {"", "  ", "0", "0GiB", "0%", "eight", "8 gigs", "8GiBs", "-1G", "1.2.3G",
+                          "150%", "%", "G8", "0.0000001B"}) {
     SCOPED_TRACE(bad);
     try {
       parse_budget(bad, 16 * kGiB);
@@ -54,9 +54,7 @@ TEST(ParseBudget, NamesTheVariableItWasGiven) {
       ConfigError);
 }
 
-TEST(ParseBudget, ShareNeedsAKnownTotal) {
-  EXPECT_THROW(parse_budget("50%", 0), ConfigError);
-}
+TEST(ParseBudget, ShareNeedsAKnownTotal) { EXPECT_THROW(parse_budget("50%", 0), ConfigError); }
 
 TEST(FormatBytes, UsesBinaryUnits) {
   EXPECT_EQ(format_bytes(17), "17 B");

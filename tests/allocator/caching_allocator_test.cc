@@ -25,7 +25,7 @@ class PoolTest : public ::testing::Test {
  protected:
   void ExpectSound() { EXPECT_THAT(pool_.check_invariants(), IsEmpty()); }
 
-  HostBackend backend_;
+  HostBackend backend_{testing::whole_segments()};
   CachingAllocator pool_{backend_, {}};
 };
 
@@ -188,7 +188,7 @@ TEST_F(PoolTest, StreamsDoNotShareBlocks) {
 }
 
 TEST(PoolStreams, BlockUsedOnAnotherStreamWaitsForItsEvent) {
-  testing::ManualEventBackend backend;
+  testing::ManualEventBackend backend(testing::whole_segments());
   CachingAllocator pool(backend, {});
   void* a = pool.allocate(8 * kKiB, /*stream=*/1);
   pool.record_stream(a, /*stream=*/2);
@@ -210,7 +210,7 @@ TEST(PoolStreams, BlockUsedOnAnotherStreamWaitsForItsEvent) {
 }
 
 TEST(PoolStreams, BudgetPressureWaitsForPendingBlocks) {
-  testing::ManualEventBackend backend;
+  testing::ManualEventBackend backend(testing::whole_segments());
   CachingAllocator pool(backend, CachingAllocator::Options{20 * kMiB, nullptr});
   void* a = pool.allocate(18 * kMiB, 1);  // own 18 MiB segment
   pool.record_stream(a, 2);
@@ -224,7 +224,7 @@ TEST(PoolStreams, BudgetPressureWaitsForPendingBlocks) {
 }
 
 TEST(PoolBudget, ReservedNeverExceedsBudget) {
-  HostBackend backend;
+  HostBackend backend(testing::whole_segments());
   CachingAllocator pool(backend, CachingAllocator::Options{30 * kMiB, nullptr});
   void* a = pool.allocate(4 * kMiB);  // 20 MiB segment
   void* b = pool.allocate(4 * kMiB);  // same segment
@@ -238,10 +238,10 @@ TEST(PoolBudget, ReservedNeverExceedsBudget) {
 }
 
 TEST(PoolBudget, CachedSegmentsAreReleasedBeforeFailing) {
-  HostBackend backend;
+  HostBackend backend(testing::whole_segments());
   CachingAllocator pool(backend, CachingAllocator::Options{40 * kMiB, nullptr});
   void* a = pool.allocate(30 * kMiB);
-  pool.free(a);  // cached: 30 MiB reserved, nothing in use
+  pool.free(a);                        // cached: 30 MiB reserved, nothing in use
   void* b = pool.allocate(36 * kMiB);  // needs the 30 MiB released first
   MemoryStats s = pool.stats();
   EXPECT_EQ(s.reserved_bytes, 36 * kMiB);
@@ -252,7 +252,7 @@ TEST(PoolBudget, CachedSegmentsAreReleasedBeforeFailing) {
 }
 
 TEST(PoolBudget, OutOfMemoryNamesTheNumbersAndTheKnob) {
-  HostBackend backend;
+  HostBackend backend(testing::whole_segments());
   CachingAllocator pool(backend, CachingAllocator::Options{64 * kMiB, nullptr});
   void* a = pool.allocate(50 * kMiB);
   try {
@@ -276,7 +276,7 @@ TEST(PoolBudget, OutOfMemoryNamesTheNumbersAndTheKnob) {
 }
 
 TEST(PoolBudget, SimulatedDeviceCapacityIsHonoured) {
-  HostBackend backend(HostBackend::Options{24 * kMiB, false});
+  HostBackend backend(testing::whole_segments(24 * kMiB, /*backed=*/false));
   CachingAllocator pool(backend, {});
   void* a = pool.allocate(16 * kMiB);
   EXPECT_THROW(pool.allocate(16 * kMiB), OutOfMemoryError);
@@ -284,11 +284,11 @@ TEST(PoolBudget, SimulatedDeviceCapacityIsHonoured) {
   void* b = pool.allocate(16 * kMiB);  // the cached segment serves it
   EXPECT_EQ(a, b);
   pool.free(b);
-  EXPECT_EQ(backend.reserved_bytes(), 16 * kMiB);
+  EXPECT_EQ(backend.held_bytes(), 16 * kMiB);
 }
 
 TEST(PoolBudget, LoweringTheBudgetReleasesCache) {
-  HostBackend backend;
+  HostBackend backend(testing::whole_segments());
   CachingAllocator pool(backend, CachingAllocator::Options{100 * kMiB, nullptr});
   void* a = pool.allocate(60 * kMiB);
   pool.free(a);
@@ -299,7 +299,7 @@ TEST(PoolBudget, LoweringTheBudgetReleasesCache) {
 }
 
 TEST(PoolMarks, PeakSinceAMark) {
-  HostBackend backend;
+  HostBackend backend(testing::whole_segments());
   CachingAllocator pool(backend, {});
   void* base = pool.allocate(1 * kMiB);
   const Mark m1 = pool.mark();
@@ -314,6 +314,84 @@ TEST(PoolMarks, PeakSinceAMark) {
   pool.clear_marks();
   EXPECT_THROW(pool.peak_since(m2), std::out_of_range);
   pool.free(base);
+}
+
+}  // namespace
+}  // namespace monet
+
+namespace monet {
+namespace {
+
+// Over a backend that commits by granule (2 MiB here), reserved bytes are committed bytes.
+class GranularPoolTest : public ::testing::Test {
+ protected:
+  HostBackend backend_;  // 2 MiB granules by default
+  CachingAllocator pool_{backend_, {}};
+};
+
+TEST_F(GranularPoolTest, OnlyTheGranulesOfHandedOutBlocksCount) {
+  void* a = pool_.allocate(3 * kMiB);  // a 20 MiB segment of address space, 2 granules committed
+  MemoryStats s = pool_.stats();
+  EXPECT_EQ(s.reserved_bytes, 4 * kMiB);
+  EXPECT_EQ(backend_.held_bytes(), 4 * kMiB);
+  void* b = pool_.allocate(3 * kMiB);  // shares the second granule with a
+  s = pool_.stats();
+  EXPECT_EQ(s.reserved_bytes, 6 * kMiB);
+  EXPECT_THAT(pool_.check_invariants(), IsEmpty());
+  pool_.free(a);
+  pool_.free(b);
+  EXPECT_EQ(pool_.stats().reserved_bytes, 6 * kMiB);  // cached, still committed
+  EXPECT_EQ(pool_.release_cached(), 6 * kMiB);
+  EXPECT_EQ(pool_.stats().reserved_bytes, 0u);
+  EXPECT_EQ(backend_.held_bytes(), 0u);
+  EXPECT_THAT(pool_.check_invariants(), IsEmpty());
+}
+
+TEST_F(GranularPoolTest, FreeHolesAreGivenBackBeforeTheReservationGrows) {
+  // Two 8 MiB blocks, then the first is freed: its granules are a cached hole. A 12 MiB request
+  // does not fit the hole; rather than raise the reservation past its high-water mark (16 MiB),
+  // the pool gives the hole's granules back first.
+  void* a = pool_.allocate(8 * kMiB);
+  void* b = pool_.allocate(8 * kMiB);
+  EXPECT_EQ(pool_.stats().reserved_bytes, 16 * kMiB);
+  pool_.free(a);
+  void* c = pool_.allocate(12 * kMiB);
+  MemoryStats s = pool_.stats();
+  EXPECT_EQ(s.allocated_bytes, 20 * kMiB);
+  EXPECT_EQ(s.reserved_bytes, 20 * kMiB);
+  EXPECT_EQ(s.peak_reserved_bytes, 20 * kMiB);
+  EXPECT_DOUBLE_EQ(s.fragmentation(), 0.0);
+  EXPECT_THAT(pool_.check_invariants(), IsEmpty());
+  pool_.free(b);
+  pool_.free(c);
+}
+
+TEST(GranularPoolBudget, BudgetCountsCommittedBytes) {
+  HostBackend backend;
+  CachingAllocator pool(backend, CachingAllocator::Options{10 * kMiB, nullptr});
+  void* a = pool.allocate(3 * kMiB);  // 4 MiB committed
+  void* b = pool.allocate(4 * kMiB);  // granules 1-3 of the same segment: 8 MiB committed
+  EXPECT_EQ(pool.stats().reserved_bytes, 8 * kMiB);
+  EXPECT_THROW(pool.allocate(4 * kMiB), OutOfMemoryError);  // would need 12 MiB
+  pool.free(a);
+  void* c = pool.allocate(3 * kMiB);  // the freed granules serve it
+  EXPECT_LE(pool.stats().peak_reserved_bytes, 10 * kMiB);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  pool.free(b);
+  pool.free(c);
+}
+
+TEST(GranularPoolBudget, PressureDecommitsCachedHolesOfOtherStreams) {
+  HostBackend backend;
+  CachingAllocator pool(backend, CachingAllocator::Options{16 * kMiB, nullptr});
+  void* a = pool.allocate(12 * kMiB, /*stream=*/1);
+  pool.free(a);  // 12 MiB committed, cached for stream 1
+  void* b = pool.allocate(12 * kMiB, /*stream=*/2);  // needs stream 1's granules given back
+  const MemoryStats s = pool.stats();
+  EXPECT_EQ(s.reserved_bytes, 12 * kMiB);
+  EXPECT_EQ(s.cache_flushes, 1u);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  pool.free(b);
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 // The CUDA backend on a real device. Each test skips itself where there is no usable GPU (no
 // driver, a driver too old for the runtime, no device).
+#include "allocator/cuda_backend.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "allocator/caching_allocator.h"
 #include "allocator/cuda_api.h"
-#include "allocator/cuda_backend.h"
 #include "fill_kernel.h"
 #include "monet/errors.h"
 

@@ -8,6 +8,15 @@
 
 namespace monet::testing {
 
+// Segments held whole, as cudaMalloc holds them.
+inline HostBackend::Options whole_segments(std::size_t capacity = 0, bool backed = true) {
+  HostBackend::Options o;
+  o.capacity_bytes = capacity;
+  o.backed = backed;
+  o.granularity = 0;
+  return o;
+}
+
 class ManualEventBackend : public HostBackend {
  public:
   using HostBackend::HostBackend;

@@ -43,9 +43,11 @@ bool intact(const Live& l) {
   return l.ptr[0] == l.fill && l.ptr[l.bytes / 2] == l.fill && l.ptr[l.bytes - 1] == l.fill;
 }
 
-void run_stress(std::uint64_t seed, std::size_t budget, int steps) {
+void run_stress(std::uint64_t seed, std::size_t budget, int steps, std::size_t granularity) {
   std::mt19937_64 rng(seed);
-  testing::ManualEventBackend backend;
+  HostBackend::Options options;
+  options.granularity = granularity;
+  testing::ManualEventBackend backend(options);
   CachingAllocator pool(backend, CachingAllocator::Options{budget, nullptr});
   std::vector<Live> live;
   std::size_t live_requested = 0;
@@ -69,7 +71,9 @@ void run_stress(std::uint64_t seed, std::size_t budget, int steps) {
         ++refused;
         // Refusal is right only when the budget leaves no room for the block, even after the
         // cache was released.
-        ASSERT_GT(e.reserved_bytes + size_rules::block_size(bytes), budget)
+        const std::size_t unit = granularity != 0 ? granularity : size_rules::kMinBlock;
+        ASSERT_GT(e.reserved_bytes + size_rules::round_up(size_rules::block_size(bytes), unit),
+                  budget)
             << "refused although the budget had room";
       }
     } else if (action < 97) {
@@ -106,16 +110,22 @@ void run_stress(std::uint64_t seed, std::size_t budget, int steps) {
   ::testing::Test::RecordProperty("refused", refused);
 }
 
-TEST(PoolStress, RandomSequencesKeepEveryInvariant) {
+class PoolStress : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(PoolStress, RandomSequencesKeepEveryInvariant) {
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     SCOPED_TRACE(seed);
-    run_stress(seed, /*budget=*/std::size_t{256} << 20, /*steps=*/6000);
+    run_stress(seed, /*budget=*/std::size_t{256} << 20, /*steps=*/6000, GetParam());
   }
 }
 
-TEST(PoolStress, TightBudgetRefusesOnlyWhenFull) {
-  run_stress(/*seed=*/42, /*budget=*/std::size_t{64} << 20, /*steps=*/8000);
+TEST_P(PoolStress, TightBudgetRefusesOnlyWhenFull) {
+  run_stress(/*seed=*/42, /*budget=*/std::size_t{64} << 20, /*steps=*/8000, GetParam());
 }
+
+// Segments held whole (cudaMalloc-like) and committed by 2 MiB granules.
+INSTANTIATE_TEST_SUITE_P(Granularity, PoolStress,
+                         ::testing::Values(std::size_t{0}, std::size_t{2} << 20));
 
 }  // namespace
 }  // namespace monet

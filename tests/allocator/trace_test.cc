@@ -17,8 +17,8 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(Trace, RecordsEveryAllocationAndFreeAndReadsBack) {
-  const std::string path = ::testing::TempDir() + "/monet_trace_test_" +
-                           std::to_string(::getpid()) + ".trace";
+  const std::string path =
+      ::testing::TempDir() + "/monet_trace_test_" + std::to_string(::getpid()) + ".trace";
   void* a = nullptr;
   void* b = nullptr;
   {

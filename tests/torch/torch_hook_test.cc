@@ -1,9 +1,9 @@
 // monet as LibTorch's CPU allocator: every tensor goes through the pool, PyTorch's raw
 // allocation contract holds, marks measure a forward pass, and the budget ends in
 // c10::OutOfMemoryError with monet's message.
+#include <c10/core/CPUAllocator.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <c10/core/CPUAllocator.h>
 #include <torch/torch.h>
 
 #include "allocator/device_pools.h"

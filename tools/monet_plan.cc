@@ -1,0 +1,225 @@
+// monet-plan: plans one chain (one input shape) under a memory budget and prints the plan, or
+// every strategy's plan side by side. docs/planner.md shows examples.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "monet/bytes.h"
+#include "monet/errors.h"
+#include "monet/planner.h"
+#include "planner/chain_json.h"
+#include "planner/chain_model.h"
+#include "planner/plan_json.h"
+#include "planner/simulate.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    R"(usage: monet-plan --chain FILE --budget B [--strategy S] [--compare] [--json]
+
+Plans a training chain (one input shape) under a memory budget: which stages to checkpoint and
+which operator variant each runs. Prints the plan with its simulated peak and time.
+
+  --chain FILE   the chain as JSON: {"fixed_bytes": ..., "stages": [{"name": ..., "variants":
+                 [{"name", "out_bytes", "saved_bytes", "fwd_peak", "bwd_peak", "fwd_time",
+                 "bwd_time"}, ...]}, ...]} (bytes, seconds; docs/planner.md)
+  --budget B     the memory budget, fixed_bytes included: bytes (1073741824), a size (8GiB, 8G,
+                 7500MB, 512MiB), or a share of the chain's peak without checkpoints (33%)
+  --strategy S   none, all, sqrt, greedy, dp or monet (default monet)
+  --compare      plan with every strategy and print them side by side
+  --json         print the plan as JSON (with --compare, an array of plans)
+  -h, --help     print this message
+
+Exit status: 0 when the plan fits the budget (always, with --compare); 1 when it does not (the
+least budget that fits is printed); 2 for a bad command line or chain file.
+)";
+
+struct Args {
+  std::string chain_path;
+  std::string budget;
+  monet::Strategy strategy = monet::Strategy::kMonet;
+  bool compare = false;
+  bool json = false;
+  bool help = false;
+};
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+Args parse_args(int argc, char** argv) {
+  Args args;
+  bool have_chain = false, have_budget = false;
+  for (int k = 1; k < argc; ++k) {
+    std::string arg = argv[k];
+    std::optional<std::string> inline_value;
+    if (const auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      inline_value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    }
+    const auto value = [&]() -> std::string {
+      if (inline_value) return *inline_value;
+      if (k + 1 >= argc) throw UsageError(fmt::format("{} needs a value", arg));
+      return argv[++k];
+    };
+    if (arg == "-h" || arg == "--help") {
+      args.help = true;
+    } else if (arg == "--chain") {
+      args.chain_path = value();
+      have_chain = true;
+    } else if (arg == "--budget") {
+      args.budget = value();
+      have_budget = true;
+    } else if (arg == "--strategy") {
+      args.strategy = monet::parse_strategy(value(), "--strategy");
+    } else if (arg == "--compare" && !inline_value) {
+      args.compare = true;
+    } else if (arg == "--json" && !inline_value) {
+      args.json = true;
+    } else {
+      throw UsageError(fmt::format("unknown argument '{}'", argv[k]));
+    }
+  }
+  if (args.help) return args;
+  if (!have_chain) throw UsageError("--chain FILE is required");
+  if (!have_budget) throw UsageError("--budget B is required");
+  return args;
+}
+
+std::string bytes(std::int64_t n) { return monet::format_bytes(static_cast<std::size_t>(n)); }
+
+std::string overhead(double time, double baseline) {
+  return baseline > 0.0 ? fmt::format("{:+.1f}%", 100.0 * (time / baseline - 1.0)) : "n/a";
+}
+
+std::string stage_cell(const monet::Chain& chain, const monet::PlanResult& r, std::size_t i) {
+  const monet::StagePlan& s = r.plan.stages[i];
+  std::string cell = s.checkpoint ? "ckpt" : "keep";
+  if (s.variant != 0) cell += ":" + chain.stages[i].variants[s.variant].name;
+  return cell;
+}
+
+void print_plan(const monet::Chain& chain, const monet::PlanResult& r, double baseline) {
+  std::size_t width = 5;
+  for (const monet::Stage& s : chain.stages) width = std::max(width, s.name.size());
+  fmt::print("{:<{}}  {:<10}  {:<20}  {:>12}\n", "stage", width, "plan", "variant", "retained");
+  for (std::size_t i = 0; i < chain.stages.size(); ++i) {
+    const monet::StagePlan& s = r.plan.stages[i];
+    fmt::print("{:<{}}  {:<10}  {:<20}  {:>12}\n", chain.stages[i].name, width,
+               s.checkpoint ? "checkpoint" : "keep", chain.stages[i].variants[s.variant].name,
+               bytes(monet::retained_bytes(chain, r.plan, static_cast<int>(i))));
+  }
+  const monet::Simulation sim = monet::simulate(chain, r.plan);
+  fmt::print("\nstrategy {}: {} checkpointed, {} non-default variants, planned in {:.1f} us\n",
+             monet::strategy_name(r.strategy), monet::checkpointed_stages(r.plan),
+             monet::non_default_variants(r.plan), r.plan_us);
+  fmt::print("peak     {} at {} of {} (budget {}, fixed {}, least feasible {})\n",
+             bytes(r.peak_bytes), monet::sim_phase_name(sim.peak_step.phase),
+             chain.stages[sim.peak_step.stage].name, bytes(r.budget_bytes),
+             bytes(chain.fixed_bytes), bytes(r.min_feasible_bytes));
+  fmt::print("time     {:.6g} s per iteration, {} against no checkpointing\n", r.time,
+             overhead(r.time, baseline));
+  if (!r.feasible) {
+    fmt::print("does not fit: the least budget the '{}' strategy fits in is {} ({} bytes)\n",
+               monet::strategy_name(r.strategy), bytes(r.min_feasible_bytes), r.min_feasible_bytes);
+  }
+}
+
+void print_comparison(const monet::Chain& chain, const std::vector<monet::PlanResult>& results,
+                      double baseline) {
+  fmt::print("budget {} ({} bytes), fixed {}, {} stages\n\n", bytes(results[0].budget_bytes),
+             results[0].budget_bytes, bytes(chain.fixed_bytes), chain.stages.size());
+  fmt::print("{:<8}  {:<4}  {:>12}  {:>14}  {:>12}  {:>9}  {:>5}  {:>8}  {:>9}\n", "strategy",
+             "fits", "peak", "least feasible", "time (s)", "overhead", "ckpt", "variants",
+             "plan (us)");
+  for (const monet::PlanResult& r : results) {
+    fmt::print("{:<8}  {:<4}  {:>12}  {:>14}  {:>12.6g}  {:>9}  {:>5}  {:>8}  {:>9.1f}\n",
+               monet::strategy_name(r.strategy), r.feasible ? "yes" : "no", bytes(r.peak_bytes),
+               bytes(r.min_feasible_bytes), r.time, overhead(r.time, baseline),
+               monet::checkpointed_stages(r.plan), monet::non_default_variants(r.plan), r.plan_us);
+  }
+  std::size_t width = 5;
+  for (const monet::Stage& s : chain.stages) width = std::max(width, s.name.size());
+  std::vector<std::size_t> columns;
+  for (const monet::PlanResult& r : results) {
+    std::size_t w = std::max<std::size_t>(6, monet::strategy_name(r.strategy).size());
+    for (std::size_t i = 0; i < chain.stages.size(); ++i) {
+      w = std::max(w, stage_cell(chain, r, i).size());
+    }
+    columns.push_back(w);
+  }
+  fmt::print("\n{:<{}}", "stage", width);
+  for (std::size_t c = 0; c < results.size(); ++c) {
+    fmt::print("  {:<{}}", monet::strategy_name(results[c].strategy), columns[c]);
+  }
+  fmt::print("\n");
+  for (std::size_t i = 0; i < chain.stages.size(); ++i) {
+    fmt::print("{:<{}}", chain.stages[i].name, width);
+    for (std::size_t c = 0; c < results.size(); ++c) {
+      fmt::print("  {:<{}}", stage_cell(chain, results[c], i), columns[c]);
+    }
+    fmt::print("\n");
+  }
+}
+
+int run(const Args& args) {
+  const monet::Chain chain = monet::read_chain_file(args.chain_path);
+  const monet::PlanResult baseline = monet::Planner(monet::Strategy::kNone).try_plan(chain, 0);
+  const auto budget = static_cast<std::int64_t>(
+      monet::parse_budget(args.budget, static_cast<std::size_t>(baseline.peak_bytes), "--budget"));
+  if (args.compare) {
+    std::vector<monet::PlanResult> results;
+    for (monet::Strategy s : monet::all_strategies()) {
+      results.push_back(monet::Planner(s).try_plan(chain, budget));
+    }
+    if (args.json) {
+      fmt::print("{}", monet::plans_to_json(chain, results));
+    } else {
+      print_comparison(chain, results, baseline.time);
+    }
+    return 0;
+  }
+  const monet::PlanResult result = monet::Planner(args.strategy).try_plan(chain, budget);
+  if (args.json) {
+    fmt::print("{}", monet::plan_to_json(chain, result));
+  } else {
+    print_plan(chain, result, baseline.time);
+  }
+  if (!result.feasible && args.json) {
+    fmt::print(stderr,
+               "monet-plan: the plan does not fit {}: the least budget the '{}' strategy fits "
+               "in is {} ({} bytes)\n",
+               bytes(budget), monet::strategy_name(result.strategy),
+               bytes(result.min_feasible_bytes), result.min_feasible_bytes);
+  }
+  return result.feasible ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Args args = parse_args(argc, argv);
+    if (args.help) {
+      fmt::print("{}", kUsage);
+      return 0;
+    }
+    return run(args);
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "monet-plan: {}\n\n{}", e.what(), kUsage);
+    return 2;
+  } catch (const monet::ConfigError& e) {
+    fmt::print(stderr, "monet-plan: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "monet-plan: {}\n", e.what());
+    return 2;
+  }
+}
