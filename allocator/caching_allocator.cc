@@ -186,7 +186,8 @@ Block* CachingAllocator::try_reserve(bool small, Stream stream, std::size_t byte
 }
 
 bool CachingAllocator::commit(Block* block) {
-  if (granularity_ == 0) return true;
+  // Held whole, or wholly committed (the steady state of a training loop): nothing to do.
+  if (granularity_ == 0 || block->segment->committed_bytes == block->segment->size) return true;
   std::size_t needed = 0;
   commit_granules(block, /*dry_run=*/true, &needed);
   if (needed == 0) return true;
