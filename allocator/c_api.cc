@@ -4,11 +4,24 @@
 #include <c10/util/Exception.h>
 
 #include "allocator/device_pools.h"
+#ifdef MONET_HAVE_CUDA
+#include "allocator/cuda_api.h"
+#endif
 #include "monet/errors.h"
 
 namespace {
 
+// Loaded by PyTorch's pluggable hook, libmonet is used without monet::install(): the first call
+// readies the CUDA pools and the report at exit.
 monet::CachingAllocator& pool(int device) {
+  static const bool ready = [] {
+#ifdef MONET_HAVE_CUDA
+    if (monet::pools::cuda_devices() == 0) monet::pools::set_cuda_api(&monet::linked_cuda_api());
+#endif
+    monet::pools::report_at_exit(/*by_default=*/true);
+    return true;
+  }();
+  (void)ready;
   return device < 0 ? monet::pools::cpu() : monet::pools::cuda(device);
 }
 

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -150,6 +151,27 @@ void print_stats() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.trace) s.trace->flush();
+}
+
+namespace {
+bool g_report_by_default = false;
+
+void report_now() {
+  const auto value = env_value("MONET_STATS");
+  const bool wanted = value && *value == "1"   ? true
+                      : value && *value == "0" ? false
+                                               : (g_report_by_default && any_allocations()) ||
+                                                     log_level() >= LogLevel::kInfo;
+  if (wanted) print_stats();
+}
+}  // namespace
+
+void report_at_exit(bool by_default) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    g_report_by_default = by_default;
+    std::atexit(&report_now);
+  });
 }
 
 bool any_allocations() {

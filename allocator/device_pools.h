@@ -38,6 +38,11 @@ void validate_environment();
 // Writes every pool's statistics to stderr, one block per pool.
 void print_stats();
 
+// Arranges for print_stats() at exit as MONET_STATS says: 1 always, 0 never, auto (the default)
+// when `by_default` and some pool served an allocation, or when MONET_LOG is info or debug.
+// Idempotent; the first call's `by_default` holds.
+void report_at_exit(bool by_default);
+
 // Whether any pool served an allocation.
 bool any_allocations();
 

@@ -1,9 +1,6 @@
 // monet::install() and the other functions of include/monet/allocator.h.
-#include <cstdlib>
-
 #include "allocator/device_pools.h"
 #include "allocator/torch_cpu_allocator.h"
-#include "common/env.h"
 #include "common/log.h"
 #include "monet/allocator.h"
 #include "monet/c_api.h"
@@ -46,13 +43,6 @@ void install_cuda_allocator() {
 }
 #endif
 
-bool stats_at_exit_wanted() {
-  const auto value = env_value("MONET_STATS");
-  if (value && *value == "1") return true;
-  if (value && *value == "0") return false;
-  return log_level() >= LogLevel::kInfo;
-}
-
 }  // namespace
 
 void install() {
@@ -63,7 +53,7 @@ void install() {
     if (pools::cuda_devices() > 0) install_cuda_allocator();
 #endif
     install_cpu_allocator();
-    if (stats_at_exit_wanted()) std::atexit(&pools::print_stats);
+    pools::report_at_exit(/*by_default=*/false);
     log(LogLevel::kInfo, "installed; {} CUDA device(s)", pools::cuda_devices());
     return true;
   }();

@@ -105,13 +105,6 @@ void hook_torch_if_loaded() {
   log(LogLevel::kInfo, "LibTorch CPU tensors now go through monet");
 }
 
-bool stats_wanted() {
-  const auto value = env_value("MONET_STATS");
-  if (value && *value == "0") return false;
-  if (value && *value == "1") return true;
-  return pools::any_allocations() || log_level() >= LogLevel::kInfo;
-}
-
 #ifdef MONET_HAVE_CUDA
 struct RealCuda {
   CudaApi api;
@@ -166,12 +159,9 @@ __attribute__((constructor)) void on_load() {
     write_log_line(e.what());
     _exit(2);
   }
+  pools::report_at_exit(/*by_default=*/true);
   // A program linked against LibTorch has c10 already.
   hook_torch_if_loaded();
-}
-
-__attribute__((destructor)) void on_unload() {
-  if (stats_wanted()) pools::print_stats();
 }
 
 }  // namespace monet::preload

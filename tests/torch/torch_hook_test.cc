@@ -83,5 +83,13 @@ TEST_F(TorchHookTest, BudgetEndsInTorchOutOfMemoryWithMonetsMessage) {
   EXPECT_TRUE(pool.owns(fine.data_ptr()));
 }
 
+TEST_F(TorchHookTest, CudaTensorsComeFromMonetWhereThereIsAGpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device or a CPU-only LibTorch";
+  auto t = torch::ones({1 << 20}, torch::kCUDA);
+  EXPECT_TRUE(pools::cuda(0).owns(t.data_ptr()));
+  EXPECT_GE(memory_stats(0).allocated_bytes, std::size_t{4} << 20);
+  EXPECT_FLOAT_EQ(t.sum().item<float>(), 1 << 20);
+}
+
 }  // namespace
 }  // namespace monet
