@@ -1,0 +1,51 @@
+// Chooses the law of one quantity from its values at the measured shapes: every sum of at most
+// max_terms monomials of the basis is fitted by least squares on relative errors, scored by its
+// leave-one-out error, and the simplest law that scores about as well as the best one wins.
+//
+// Why not one full quadratic: with three measured shapes a full quadratic in two or three dims
+// has more unknowns than data, and fits that merely interpolate extrapolate badly. The laws that
+// memory and time follow are sums of few products (batch*seq, batch*seq^2, batch*H*W), so a
+// search over few-term laws, validated on shapes each fit did not see, finds them from three
+// shapes and extrapolates as the physics does.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "predictor/law.h"
+#include "predictor/monomial_basis.h"
+
+namespace monet {
+
+// One measured shape: its dims, its monomial values (MonomialBasis::evaluate) and the value.
+struct LawPoint {
+  const std::int64_t* dims = nullptr;
+  const double* monomials = nullptr;
+  double y = 0.0;  // bytes or seconds, >= 0
+};
+
+struct LawSearchOptions {
+  int max_terms = 3;  // 1..kMaxTerms
+  // Relative noise of the values (FittedLaw::noise); laws whose leave-one-out error is within
+  // max(noise, noise_floor) (plus half) of the best one are equally good, and the simplest wins.
+  double noise = 0.0;
+  double noise_floor = 1e-3;
+  int max_alternatives = 6;  // equally good laws kept for the error bound
+  // When not empty, the only monomials (indices into the basis) a law may use.
+  std::vector<int> allowed_terms;
+};
+
+class LawSearch {
+ public:
+  // `basis` must outlive the search.
+  explicit LawSearch(const MonomialBasis* basis) : basis_(basis) {}
+
+  // Fits `points` (distinct shapes). With no point the law is 0 and not validated; with one, the
+  // law is proportional to the product of the dims (how activations grow), not validated.
+  FittedLaw search(const std::vector<LawPoint>& points, const LawSearchOptions& options) const;
+
+ private:
+  const MonomialBasis* basis_;
+};
+
+}  // namespace monet

@@ -1,0 +1,529 @@
+#include "predictor/predictor.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <stdexcept>
+#include <utility>
+
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+#include "monet/errors.h"
+
+namespace monet {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kMaxMonomials = 81;  // 3^kMaxDims
+// next_shape_to_profile: a dim's value is new when it is this far (in log dims scaled to [0, 1])
+// from every profiled value, and a shape gains this much per new dim (as a share of all dims).
+constexpr double kNewValue = 0.05;
+constexpr double kNewValueBonus = 0.5;
+// ... and, from the third shape on, shapes whose separation (see there) is below this come last.
+constexpr double kMinSeparation = 0.1;
+
+void check_options(const PredictorOptions& o) {
+  auto fail = [](const std::string& what) {
+    throw ConfigError("monet predictor options: " + what);
+  };
+  if (o.max_terms < 1 || o.max_terms > kMaxTerms) {
+    fail(fmt::format("max_terms is {}; use 1 to {}", o.max_terms, kMaxTerms));
+  }
+  if (o.max_total_degree < 1 || o.max_total_degree > 2 * kMaxDims) {
+    fail(fmt::format("max_total_degree is {}; use 1 to {}", o.max_total_degree, 2 * kMaxDims));
+  }
+  if (o.min_profiled_shapes < 1) {
+    fail(fmt::format("min_profiled_shapes is {}; use 1 or more (3 is the default)",
+                     o.min_profiled_shapes));
+  }
+  if (static_cast<int>(o.dim_names.size()) > kMaxDims) {
+    fail(fmt::format("{} dim names given; at most {} dims may vary", o.dim_names.size(), kMaxDims));
+  }
+  auto positive = [&](double v, const char* name) {
+    if (!(v >= 0.0) || !std::isfinite(v)) {
+      fail(fmt::format("{} is {}; use a finite number >= 0", name, v));
+    }
+  };
+  positive(o.bytes_tolerance, "bytes_tolerance");
+  positive(o.time_tolerance, "time_tolerance");
+  positive(o.bytes_slack, "bytes_slack");
+  positive(o.time_slack, "time_slack");
+  positive(o.bytes_noise_floor, "bytes_noise_floor");
+  positive(o.time_noise_floor, "time_noise_floor");
+  if (!(o.extrapolation_limit >= 1.0) || !std::isfinite(o.extrapolation_limit)) {
+    fail(fmt::format("extrapolation_limit is {}; use a factor >= 1 (1.25 is the default)",
+                     o.extrapolation_limit));
+  }
+}
+
+std::string dim_name(const PredictorOptions& o, int d) {
+  return d < static_cast<int>(o.dim_names.size()) ? o.dim_names[d] : fmt::format("d{}", d);
+}
+
+}  // namespace
+
+Predictor::Predictor(std::vector<StageLayout> stages, PredictorOptions options)
+    : layout_(std::move(stages)), options_(std::move(options)) {
+  check_options(options_);
+  if (layout_.empty()) {
+    throw std::invalid_argument(
+        "monet predictor: the layout has no stages; give one StageLayout per stage of the chain");
+  }
+  for (std::size_t i = 0; i < layout_.size(); ++i) {
+    const StageLayout& s = layout_[i];
+    if (s.variants.empty()) {
+      throw std::invalid_argument(fmt::format(
+          "monet predictor: stage '{}' (index {}) has no variants; give at least its default "
+          "implementation",
+          s.name, i));
+    }
+    std::set<std::string> names(s.variants.begin(), s.variants.end());
+    if (names.size() != s.variants.size()) {
+      throw std::invalid_argument(fmt::format(
+          "monet predictor: stage '{}' (index {}) names a variant twice; variant names must be "
+          "unique within a stage",
+          s.name, i));
+    }
+  }
+  bytes_search_.max_terms = options_.max_terms;
+  bytes_search_.noise_floor = options_.bytes_noise_floor;
+  time_search_.max_terms = options_.max_terms;
+  time_search_.noise_floor = options_.time_noise_floor;
+  models_.resize(layout_.size());
+  for (std::size_t i = 0; i < layout_.size(); ++i) models_[i].resize(layout_[i].variants.size());
+}
+
+Predictor Predictor::for_chain(const Chain& chain, PredictorOptions options) {
+  std::vector<StageLayout> stages;
+  stages.reserve(chain.stages.size());
+  for (const Stage& s : chain.stages) {
+    StageLayout l{s.name, {}};
+    for (const VariantCosts& v : s.variants) l.variants.push_back(v.name);
+    stages.push_back(std::move(l));
+  }
+  return Predictor(std::move(stages), std::move(options));
+}
+
+Predictor::Predictor(Predictor&&) noexcept = default;
+Predictor& Predictor::operator=(Predictor&&) noexcept = default;
+Predictor::~Predictor() = default;
+
+void Predictor::check_shape(const Shape& shape, const char* what) const {
+  const int dims = static_cast<int>(shape.size());
+  if (num_dims() != 0 && dims != num_dims()) {
+    std::string names;
+    for (int d = 0; d < num_dims(); ++d) names += (d ? " x " : "") + dim_name(options_, d);
+    throw std::invalid_argument(fmt::format(
+        "monet predictor: {} shape {} has {} dims, but the shapes seen so far have {} ({}); "
+        "give every shape the same varying dims in the same order",
+        what, format_shape(shape), dims, num_dims(), names));
+  }
+  if (dims < 1 || dims > kMaxDims) {
+    throw std::invalid_argument(fmt::format(
+        "monet predictor: {} shape {} has {} dims; between 1 and {} are supported: give only the "
+        "dims that vary between iterations (batch, sequence, height, width)",
+        what, format_shape(shape), dims, kMaxDims));
+  }
+  for (int d = 0; d < dims; ++d) {
+    if (shape[d] <= 0) {
+      throw std::invalid_argument(
+          fmt::format("monet predictor: {} shape {} has {} = {}; every dim must be > 0", what,
+                      format_shape(shape), dim_name(options_, d), shape[d]));
+    }
+  }
+}
+
+void Predictor::check_indices(int stage, int variant) const {
+  if (stage < 0 || stage >= num_stages()) {
+    throw std::invalid_argument(fmt::format(
+        "monet predictor: stage index {} is out of range; the chain has {} stages (0 to {})", stage,
+        num_stages(), num_stages() - 1));
+  }
+  const int variants = static_cast<int>(layout_[stage].variants.size());
+  if (variant < 0 || variant >= variants) {
+    throw std::invalid_argument(fmt::format(
+        "monet predictor: variant index {} of stage '{}' is out of range; it has {} variants",
+        variant, layout_[stage].name, variants));
+  }
+}
+
+void Predictor::check_costs(int stage, int variant, const VariantCosts& measured) const {
+  for (Quantity q : kAllQuantities) {
+    const double v = quantity_value(measured, q);
+    if (std::isfinite(v) && v >= 0.0) continue;
+    throw std::invalid_argument(fmt::format(
+        "monet predictor: stage '{}' (index {}), variant '{}': {} = {} is not a measurement; "
+        "bytes and seconds must be finite and >= 0: check what measured it",
+        layout_[stage].name, stage, layout_[stage].variants[variant], quantity_name(q), v));
+  }
+}
+
+void Predictor::start(int dims) {
+  basis_ = std::make_unique<MonomialBasis>(dims, std::min(options_.max_total_degree, 2 * dims));
+  table_ = std::make_unique<ShapeTable>(basis_.get());
+  search_ = std::make_unique<LawSearch>(basis_.get());
+}
+
+void Predictor::observe(const Shape& shape, int stage, int variant, const VariantCosts& measured) {
+  check_indices(stage, variant);
+  check_shape(shape, "measured");
+  check_costs(stage, variant, measured);
+  if (!basis_) start(static_cast<int>(shape.size()));
+  const int id = table_->add(shape);
+  std::array<double, kNumQuantities> values;
+  for (Quantity q : kAllQuantities) values[static_cast<int>(q)] = quantity_value(measured, q);
+  models_[stage][variant].observe(id, values);
+  refit(stage, variant);
+}
+
+void Predictor::observe(const Shape& shape, const Chain& measured) {
+  if (static_cast<int>(measured.stages.size()) != num_stages()) {
+    throw std::invalid_argument(fmt::format(
+        "monet predictor: the measured chain has {} stages but the layout has {}; measure every "
+        "stage of the chain the predictor was made for",
+        measured.stages.size(), num_stages()));
+  }
+  check_shape(shape, "measured");
+  // Resolve and check everything first, so that a bad number leaves the state as it was.
+  std::vector<std::vector<int>> variant_of(measured.stages.size());
+  for (int i = 0; i < num_stages(); ++i) {
+    const std::vector<std::string>& names = layout_[i].variants;
+    for (const VariantCosts& v : measured.stages[i].variants) {
+      auto it = std::find(names.begin(), names.end(), v.name);
+      if (it == names.end()) {
+        throw std::invalid_argument(fmt::format(
+            "monet predictor: stage '{}' (index {}) has no variant '{}' in the layout; its "
+            "variants are: {}",
+            layout_[i].name, i, v.name, fmt::join(names, ", ")));
+      }
+      const int variant = static_cast<int>(it - names.begin());
+      check_costs(i, variant, v);
+      variant_of[i].push_back(variant);
+    }
+  }
+  if (!basis_) start(static_cast<int>(shape.size()));
+  const int id = table_->add(shape);
+  for (int i = 0; i < num_stages(); ++i) {
+    for (std::size_t k = 0; k < variant_of[i].size(); ++k) {
+      std::array<double, kNumQuantities> values;
+      for (Quantity q : kAllQuantities) {
+        values[static_cast<int>(q)] = quantity_value(measured.stages[i].variants[k], q);
+      }
+      models_[i][variant_of[i][k]].observe(id, values);
+      refit(i, variant_of[i][k]);
+    }
+  }
+}
+
+void Predictor::set_fixed_bytes(std::int64_t bytes) {
+  if (bytes < 0) {
+    throw std::invalid_argument(
+        fmt::format("monet predictor: fixed_bytes = {} is negative; give the bytes of parameters, "
+                    "gradients and optimizer state (>= 0)",
+                    bytes));
+  }
+  fixed_bytes_ = bytes;
+}
+
+void Predictor::refit(int stage, int variant) {
+  models_[stage][variant].refit(*table_, *search_, bytes_search_, time_search_);
+}
+
+bool Predictor::variant_included(int stage, int variant, int shape_id) const {
+  if (variant == 0) return true;
+  const VariantModel& m = models_[stage][variant];
+  return m.measured(shape_id) || m.measured_shapes() >= options_.min_profiled_shapes;
+}
+
+Chain Predictor::predict(const Shape& shape) const {
+  Chain chain;
+  predict_into(shape, &chain);
+  return chain;
+}
+
+void Predictor::predict_into(const Shape& shape, Chain* chain) const {
+  check_shape(shape, "predicted");
+  double monomials[kMaxMonomials];
+  int id = -1;
+  if (basis_) {
+    basis_->evaluate(shape.data(), monomials);
+    id = table_->find(shape);
+  }
+  chain->fixed_bytes = fixed_bytes_;
+  chain->stages.resize(layout_.size());
+  for (int i = 0; i < num_stages(); ++i) {
+    const StageLayout& layout = layout_[i];
+    Stage& stage = chain->stages[i];
+    if (stage.name != layout.name) stage.name = layout.name;
+    const int variants = static_cast<int>(layout.variants.size());
+    int k = 0;
+    for (int v = 0; v < variants; ++v) {
+      if (!variant_included(i, v, id)) continue;
+      if (static_cast<int>(stage.variants.size()) <= k) stage.variants.emplace_back();
+      VariantCosts& out = stage.variants[k++];
+      if (out.name != layout.variants[v]) out.name = layout.variants[v];
+      if (basis_) {
+        models_[i][v].predict(id, monomials, &out);
+      } else {
+        out = VariantCosts{layout.variants[v]};
+      }
+    }
+    stage.variants.resize(k);
+  }
+}
+
+void Predictor::bound_chain(const Shape& shape, const Chain& chain, Chain* bounds,
+                            Confidence* confidence) const {
+  double monomials[kMaxMonomials];
+  int id = -1;
+  if (basis_) {
+    basis_->evaluate(shape.data(), monomials);
+    id = table_->find(shape);
+  }
+  if (bounds) *bounds = chain;
+  double worst[2] = {0.0, 0.0};  // bytes, time
+  bool all_measured = basis_ != nullptr;
+  std::string reason;
+  for (int i = 0; i < num_stages(); ++i) {
+    const StageLayout& layout = layout_[i];
+    int k = 0;
+    for (int v = 0; v < static_cast<int>(layout.variants.size()); ++v) {
+      if (!variant_included(i, v, id)) continue;
+      const int slot = k++;
+      const VariantModel* model = basis_ ? &models_[i][v] : nullptr;
+      if (!model || !model->measured(id)) all_measured = false;
+      for (Quantity q : kAllQuantities) {
+        double y = 0.0;
+        double bound = kInf;
+        if (model) {
+          y = model->measured(id) ? quantity_value(chain.stages[i].variants[slot], q)
+                                  : model->law(q).law.value(monomials);
+          bound = model->bound(q, id, monomials, y);
+        }
+        if (bounds) {
+          VariantCosts& b = bounds->stages[i].variants[slot];
+          set_quantity(b, q, bound);
+          if (!is_bytes(q) && bound == kInf) {
+            (q == Quantity::kFwdTime ? b.fwd_time : b.bwd_time) = kInf;
+          }
+        }
+        const bool bytes = is_bytes(q);
+        const double tolerance = bytes ? options_.bytes_tolerance : options_.time_tolerance;
+        const double slack = bytes ? options_.bytes_slack : options_.time_slack;
+        const double magnitude = std::max(std::abs(y), 1e-300);
+        double& w = worst[bytes ? 0 : 1];
+        // Numbers under the slack do not decide the worst relative bound either.
+        if (bound == kInf || std::abs(y) > slack) w = std::max(w, bound / magnitude);
+        if (reason.empty() && !(bound <= tolerance * std::abs(y) + slack)) {
+          const FittedLaw* law = model ? &model->law(q) : nullptr;
+          reason = fmt::format(
+              "stage '{}' variant '{}' {}: predicted {:.4g} with error bound {} (law {}, fitted on "
+              "{} shapes)",
+              layout.name, layout.variants[v], quantity_name(q), y,
+              bound == kInf ? std::string("unknown") : fmt::format("{:.3g}", bound),
+              law ? law->law.describe(*basis_, options_.dim_names) : "none", law ? law->points : 0);
+        }
+      }
+    }
+  }
+  if (!confidence) return;
+  confidence->bytes_bound = worst[0];
+  confidence->time_bound = worst[1];
+  confidence->measured = all_measured;
+  if (all_measured) {
+    confidence->confident = true;
+    return;
+  }
+  if (!basis_) {
+    confidence->reason = "nothing profiled yet";
+    return;
+  }
+  if (profiled_shapes() < options_.min_profiled_shapes) {
+    confidence->reason = fmt::format("{} of the {} shapes needed are profiled", profiled_shapes(),
+                                     options_.min_profiled_shapes);
+    return;
+  }
+  for (int d = 0; d < num_dims(); ++d) {
+    const double lo = static_cast<double>(table_->min_dim(d)) / options_.extrapolation_limit;
+    const double hi = static_cast<double>(table_->max_dim(d)) * options_.extrapolation_limit;
+    const double x = static_cast<double>(shape[d]);
+    if (x < lo || x > hi) {
+      confidence->reason =
+          fmt::format("{} = {} is outside the profiled range [{}, {}] by more than a factor {}",
+                      dim_name(options_, d), shape[d], table_->min_dim(d), table_->max_dim(d),
+                      options_.extrapolation_limit);
+      return;
+    }
+  }
+  confidence->reason = reason;
+  confidence->confident = reason.empty();
+}
+
+Prediction Predictor::predict_with_bounds(const Shape& shape) const {
+  Prediction p;
+  predict_into(shape, &p.chain);
+  bound_chain(shape, p.chain, &p.bounds, nullptr);
+  return p;
+}
+
+Confidence Predictor::confidence(const Shape& shape) const {
+  Chain chain;
+  predict_into(shape, &chain);
+  Confidence c;
+  bound_chain(shape, chain, nullptr, &c);
+  return c;
+}
+
+std::optional<Shape> Predictor::next_shape_to_profile(const std::vector<Shape>& candidates) const {
+  std::vector<const Shape*> open;
+  for (const Shape& s : candidates) {
+    check_shape(s, "candidate");
+    if (num_dims() == 0 && !open.empty() && s.size() != open.front()->size()) {
+      throw std::invalid_argument(fmt::format(
+          "monet predictor: candidate shapes {} and {} have different numbers of dims; give "
+          "every shape the same varying dims in the same order",
+          format_shape(*open.front()), format_shape(s)));
+    }
+    if (is_profiled(s)) continue;
+    if (profiled_shapes() >= options_.min_profiled_shapes && confidence(s).confident) continue;
+    open.push_back(&s);
+  }
+  if (open.empty()) return std::nullopt;
+
+  auto log_size = [](const Shape& s) {
+    double v = 0.0;
+    for (std::int64_t d : s) v += std::log(static_cast<double>(d));
+    return v;
+  };
+  if (profiled_shapes() == 0) {
+    // The largest first: it bounds the range and holds the peak the budget must fit.
+    return **std::max_element(open.begin(), open.end(), [&](const Shape* a, const Shape* b) {
+      return log_size(*a) < log_size(*b);
+    });
+  }
+
+  // Coordinates: log of each dim, scaled so that the range of candidates and profiled shapes is
+  // [0, 1] in every dim (a dim that spans 4x weighs as much as one that spans 16x).
+  const int dims = num_dims();
+  double lo[kMaxDims], span[kMaxDims];
+  for (int d = 0; d < dims; ++d) {
+    double a = std::log(static_cast<double>(table_->min_dim(d)));
+    double b = std::log(static_cast<double>(table_->max_dim(d)));
+    for (const Shape* s : open) {
+      a = std::min(a, std::log(static_cast<double>((*s)[d])));
+      b = std::max(b, std::log(static_cast<double>((*s)[d])));
+    }
+    lo[d] = a;
+    span[d] = b - a;
+  }
+  auto coordinate = [&](const Shape& s, int d) {
+    return span[d] > 0.0 ? (std::log(static_cast<double>(s[d])) - lo[d]) / span[d] : 0.0;
+  };
+  // Distance to the nearest profiled shape, plus a bonus for each dim in which the shape brings a
+  // value not profiled yet: three values of a dim are what tells x from x^2 in it (two corners
+  // and a third corner give only two), and the bonus keeps the third shape off the diagonal of
+  // the first two, which could not tell one dim from another.
+  auto score = [&](const Shape& s) {
+    double nearest = kInf;
+    int new_dims = 0;
+    for (int d = 0; d < dims; ++d) {
+      double closest = kInf;
+      for (int id = 0; id < table_->size(); ++id) {
+        closest = std::min(closest, std::abs(coordinate(s, d) - coordinate(table_->shape(id), d)));
+      }
+      new_dims += closest > kNewValue;
+    }
+    for (int id = 0; id < table_->size(); ++id) {
+      double sum = 0.0;
+      for (int d = 0; d < dims; ++d) {
+        const double diff = coordinate(s, d) - coordinate(table_->shape(id), d);
+        sum += diff * diff;
+      }
+      nearest = std::min(nearest, sum);
+    }
+    return std::sqrt(nearest) + kNewValueBonus * new_dims / dims;
+  };
+  auto uncertainty = [&](const Shape& s) {
+    const Confidence c = confidence(s);
+    return std::max(c.bytes_bound / std::max(options_.bytes_tolerance, 1e-12),
+                    c.time_bound / std::max(options_.time_tolerance, 1e-12));
+  };
+
+  // How well the profiled shapes plus `s` tell apart every two monomials: for each difference of
+  // exponent vectors delta (entries -2..2), the spread of delta . coordinates over the shapes; 0
+  // means two laws (say batch*H and batch*W when H = W in every shape) agree on all of them.
+  std::vector<std::array<int, kMaxDims>> deltas;
+  {
+    std::array<int, kMaxDims> delta{};
+    int count = 1;
+    for (int d = 0; d < dims; ++d) count *= 5;
+    for (int code = 1; code < count; ++code) {
+      int rest = code, first = 0;
+      for (int d = 0; d < dims; ++d) {
+        delta[d] = rest % 5 - 2;
+        rest /= 5;
+        if (first == 0) first = delta[d];
+      }
+      if (first > 0) deltas.push_back(delta);  // one of each +-delta pair
+    }
+  }
+  auto separation = [&](const Shape& s) {
+    double worst = kInf;
+    for (const auto& delta : deltas) {
+      auto project = [&](const Shape& x) {
+        double v = 0.0;
+        for (int d = 0; d < dims; ++d) v += delta[d] * coordinate(x, d);
+        return v;
+      };
+      double lo = project(s), hi = lo;
+      for (int id = 0; id < table_->size(); ++id) {
+        const double v = project(table_->shape(id));
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      worst = std::min(worst, hi - lo);
+    }
+    return worst;
+  };
+  // From the third shape on, shapes that leave no two monomials confused come first.
+  const bool gate = table_->size() >= 2;
+  std::vector<double> dist(open.size());
+  std::vector<char> separates(open.size(), 1);
+  bool any_separates = false;
+  for (std::size_t i = 0; i < open.size(); ++i) {
+    if (gate) separates[i] = separation(*open[i]) >= kMinSeparation;
+    any_separates |= separates[i] != 0;
+  }
+  double farthest = -1.0;
+  for (std::size_t i = 0; i < open.size(); ++i) {
+    if (any_separates && !separates[i]) continue;
+    dist[i] = score(*open[i]);
+    farthest = std::max(farthest, dist[i]);
+  }
+  const Shape* best = nullptr;
+  double best_uncertainty = 0.0;
+  for (std::size_t i = 0; i < open.size(); ++i) {
+    if ((any_separates && !separates[i]) || dist[i] < farthest - 1e-9) continue;
+    const double u = uncertainty(*open[i]);
+    if (best == nullptr || u > best_uncertainty * (1.0 + 1e-9) ||
+        (u >= best_uncertainty / (1.0 + 1e-9) && log_size(*open[i]) > log_size(*best))) {
+      best = open[i];
+      best_uncertainty = u;
+    }
+  }
+  return *best;
+}
+
+const FittedLaw* Predictor::law(int stage, int variant, Quantity q) const {
+  check_indices(stage, variant);
+  return basis_ ? &models_[stage][variant].law(q) : nullptr;
+}
+
+std::string Predictor::describe_law(int stage, int variant, Quantity q) const {
+  const FittedLaw* l = law(stage, variant, q);
+  return l ? l->law.describe(*basis_, options_.dim_names) : "0";
+}
+
+}  // namespace monet
