@@ -2,9 +2,10 @@
 // to batch, with every tensor allocated through monet under a budget, and prints what the
 // allocator did.
 //
-//   monet-train [--steps N] [--budget B] [--trace FILE] [--seed S]
+//   monet-train [--steps N] [--budget B] [--trace FILE] [--seed S] [--without-monet]
 //
 // The budget is --budget, else MONET_BUDGET, else 1GiB; --trace sets MONET_TRACE.
+// --without-monet runs the same steps on LibTorch's own allocator, for comparison.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -23,16 +24,19 @@ struct Flags {
   std::string budget;
   std::string trace;
   std::uint64_t seed = 1;
+  bool without_monet = false;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   if (!problem.empty()) std::cerr << "monet-train: " << problem << "\n";
-  std::cerr << "usage: monet-train [--steps N] [--budget B] [--trace FILE] [--seed S]\n"
+  std::cerr << "usage: monet-train [--steps N] [--budget B] [--trace FILE] [--seed S] "
+               "[--without-monet]\n"
                "  --steps N     training steps (default 60)\n"
                "  --budget B    memory budget: 1GiB, 512MiB, 60%... (default MONET_BUDGET, "
                "else 1GiB)\n"
                "  --trace FILE  write every allocation and free to FILE (MONET_TRACE)\n"
-               "  --seed S      seed of the data and the model (default 1)\n";
+               "  --seed S      seed of the data and the model (default 1)\n"
+               "  --without-monet  use LibTorch's own allocator (no budget), for comparison\n";
   std::exit(problem.empty() ? 0 : 2);
 }
 
@@ -54,6 +58,8 @@ Flags parse(int argc, char** argv) {
         f.trace = value();
       } else if (arg == "--seed") {
         f.seed = std::stoull(value());
+      } else if (arg == "--without-monet") {
+        f.without_monet = true;
       } else if (arg == "--help" || arg == "-h") {
         usage("");
       } else {
@@ -94,7 +100,7 @@ int main(int argc, char** argv) {
     setenv("MONET_BUDGET", "1GiB", 1);
   }
   try {
-    monet::install();
+    if (!flags.without_monet) monet::install();
   } catch (const monet::ConfigError& e) {
     std::cerr << "monet-train: " << e.what() << "\n";
     return 2;
@@ -116,7 +122,7 @@ int main(int argc, char** argv) {
       const auto loss = torch::nn::functional::cross_entropy(model->forward(images), labels);
       loss.backward();
       optimizer.step();
-      if (step % 10 == 0 || step == flags.steps) {
+      if (!flags.without_monet && (step % 10 == 0 || step == flags.steps)) {
         const monet::MemoryStats s = monet::memory_stats();
         std::cout << "step " << step << "/" << flags.steps << "  image " << side << "x" << side
                   << "  loss " << loss.item<float>() << "  peak "
