@@ -1,1 +1,215 @@
+#include "predictor/predictor.h"
+
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "synthetic_models.h"
+
+namespace monet {
+namespace {
+
+VariantCosts attention_like(const Shape& s, double time_factor = 1.0) {
+  const double b = static_cast<double>(s[0]), q = static_cast<double>(s[1]);
+  VariantCosts v;
+  v.out_bytes = static_cast<std::int64_t>(512 * b * q);
+  v.saved_bytes = static_cast<std::int64_t>(2048 * b * q + 16 * b * q * q);
+  v.fwd_peak = static_cast<std::int64_t>(16 * b * q * q);
+  v.bwd_peak = static_cast<std::int64_t>(1 << 20) + static_cast<std::int64_t>(32 * b * q * q);
+  v.fwd_time = (2e-5 + 1e-8 * b * q * q) * time_factor;
+  v.bwd_time = 2 * v.fwd_time;
+  return v;
+}
+
+Predictor one_stage() {
+  PredictorOptions options;
+  options.dim_names = {"batch", "seq"};
+  return Predictor(std::vector<StageLayout>{{"attention"}}, options);
+}
+
+TEST(Predictor, BeforeAnyObservationPredictsZeroAndIsNotConfident) {
+  Predictor p = one_stage();
+  const Chain c = p.predict({8, 64});
+  ASSERT_EQ(c.stages.size(), 1u);
+  EXPECT_EQ(c.stages[0].name, "attention");
+  EXPECT_EQ(c.stages[0].variants[0].out_bytes, 0);
+  const Confidence conf = p.confidence({8, 64});
+  EXPECT_FALSE(conf.confident);
+  EXPECT_EQ(conf.reason, "nothing profiled yet");
+}
+
+TEST(Predictor, ProfiledShapesReturnTheirMeasurements) {
+  Predictor p = one_stage();
+  p.observe({8, 64}, 0, 0, attention_like({8, 64}, 1.0));
+  p.observe({8, 64}, 0, 0, attention_like({8, 64}, 1.2));
+  VariantCosts bigger = attention_like({8, 64}, 1.1);
+  bigger.fwd_peak += 4096;
+  p.observe({8, 64}, 0, 0, bigger);
+  const VariantCosts got = p.predict({8, 64}).stages[0].variants[0];
+  EXPECT_EQ(got.out_bytes, attention_like({8, 64}).out_bytes);
+  EXPECT_EQ(got.fwd_peak, bigger.fwd_peak);  // bytes: the largest measured
+  EXPECT_NEAR(got.fwd_time, attention_like({8, 64}, 1.1).fwd_time, 1e-12);  // times: the mean
+  const Confidence c = p.confidence({8, 64});
+  EXPECT_TRUE(c.confident);
+  EXPECT_TRUE(c.measured);
+}
+
+TEST(Predictor, ThreeShapesPinDownAttentionLawsAndInterpolate) {
+  Predictor p = one_stage();
+  for (Shape s : {Shape{32, 512}, Shape{4, 32}, Shape{24, 64}}) {
+    p.observe(s, 0, 0, attention_like(s));
+  }
+  for (Shape s : {Shape{16, 128}, Shape{8, 300}, Shape{30, 500}}) {
+    const VariantCosts want = attention_like(s);
+    const VariantCosts got = p.predict(s).stages[0].variants[0];
+    EXPECT_NEAR(got.saved_bytes, want.saved_bytes, want.saved_bytes * 1e-6);
+    EXPECT_NEAR(got.bwd_peak, want.bwd_peak, want.bwd_peak * 1e-6);
+    EXPECT_NEAR(got.fwd_time, want.fwd_time, want.fwd_time * 1e-6);
+    const Confidence c = p.confidence(s);
+    EXPECT_TRUE(c.confident) << c.reason;
+    EXPECT_FALSE(c.measured);
+    EXPECT_LT(c.bytes_bound, 0.01);
+  }
+  EXPECT_EQ(p.describe_law(0, 0, Quantity::kFwdPeak), "16*batch*seq^2");
+}
+
+TEST(Predictor, TwoShapesAreNotEnoughForConfidence) {
+  Predictor p = one_stage();
+  p.observe({32, 512}, 0, 0, attention_like({32, 512}));
+  p.observe({4, 32}, 0, 0, attention_like({4, 32}));
+  const Confidence c = p.confidence({16, 128});
+  EXPECT_FALSE(c.confident);
+  EXPECT_EQ(c.reason, "2 of the 3 shapes needed are profiled");
+}
+
+TEST(Predictor, FarOutsideTheProfiledRangeIsNotConfident) {
+  Predictor p = one_stage();
+  for (Shape s : {Shape{32, 512}, Shape{4, 32}, Shape{24, 64}}) {
+    p.observe(s, 0, 0, attention_like(s));
+  }
+  EXPECT_TRUE(p.confidence({36, 600}).confident);  // within the 1.25 factor
+  const Confidence c = p.confidence({8, 2048});
+  EXPECT_FALSE(c.confident);
+  EXPECT_NE(c.reason.find("seq = 2048 is outside the profiled range [32, 512]"), std::string::npos)
+      << c.reason;
+}
+
+TEST(Predictor, ThreeTermLawNeedsAFourthShape) {
+  // const + batch*seq + batch*seq^2: three unknowns, so three shapes leave nothing to check the
+  // law on. The predictor says so rather than trusting a guess, and a fourth shape settles it.
+  auto law = [](const Shape& s) {
+    VariantCosts v = attention_like(s);
+    v.bwd_peak = (1 << 20) + 3072 * s[0] * s[1] + 32 * s[0] * s[1] * s[1];
+    return v;
+  };
+  Predictor p = one_stage();
+  std::vector<Shape> candidates;
+  for (std::int64_t b : {4, 8, 16, 24, 32}) {
+    for (std::int64_t s : {32, 64, 128, 256, 512}) candidates.push_back({b, s});
+  }
+  int profiled = 0;
+  while (auto next = p.next_shape_to_profile(candidates)) {
+    p.observe(*next, 0, 0, law(*next));
+    ++profiled;
+    if (profiled == 3) {
+      EXPECT_FALSE(p.confidence({16, 128}).confident);
+    }
+    ASSERT_LE(profiled, 6);
+  }
+  EXPECT_GE(profiled, 4);
+  for (const Shape& s : candidates) {
+    const double want = static_cast<double>(law(s).bwd_peak);
+    EXPECT_NEAR(p.predict(s).stages[0].variants[0].bwd_peak, want, want * 0.01)
+        << format_shape(s) << " " << p.describe_law(0, 0, Quantity::kBwdPeak);
+  }
+}
+
+TEST(Predictor, NextShapeTakesTheExtremesFirst) {
+  Predictor p = one_stage();
+  std::vector<Shape> candidates;
+  for (std::int64_t b : {4, 8, 16, 32}) {
+    for (std::int64_t s : {32, 64, 128, 256, 512}) candidates.push_back({b, s});
+  }
+  auto first = p.next_shape_to_profile(candidates);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(*first, (Shape{32, 512}));
+  p.observe(*first, 0, 0, attention_like(*first));
+  auto second = p.next_shape_to_profile(candidates);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(*second, (Shape{4, 32}));
+  p.observe(*second, 0, 0, attention_like(*second));
+  auto third = p.next_shape_to_profile(candidates);
+  ASSERT_TRUE(third);
+  // Not on the diagonal of the first two (which could not tell batch from seq), and with a new
+  // value of each dim (which tells x from x^2).
+  const Shape t = *third;
+  EXPECT_NE(t[0], 4);
+  EXPECT_NE(t[0], 32);
+  EXPECT_NE(t[1], 32);
+  EXPECT_NE(t[1], 512);
+  p.observe(t, 0, 0, attention_like(t));
+  // Everything left is predicted confidently: nothing more to profile.
+  EXPECT_FALSE(p.next_shape_to_profile(candidates).has_value());
+}
+
+TEST(Predictor, OtherVariantsAppearOnceProfiledEnough) {
+  Predictor p(std::vector<StageLayout>{{"relu", {"default", "mask"}}});
+  auto costs = [](const Shape& s, double bytes_per) {
+    VariantCosts v;
+    v.out_bytes = static_cast<std::int64_t>(4 * s[0] * s[1]);
+    v.saved_bytes = static_cast<std::int64_t>(bytes_per * s[0] * s[1]);
+    v.fwd_time = v.bwd_time = 1e-6 * s[0] * s[1];
+    return v;
+  };
+  for (Shape s : {Shape{8, 64}, Shape{2, 16}, Shape{6, 24}}) p.observe(s, 0, 0, costs(s, 4));
+  p.observe({8, 64}, 0, 1, costs({8, 64}, 0.125));
+  EXPECT_EQ(p.predict({4, 32}).stages[0].variants.size(), 1u);
+  ASSERT_EQ(p.predict({8, 64}).stages[0].variants.size(), 2u);  // measured here
+  EXPECT_EQ(p.predict({8, 64}).stages[0].variants[1].name, "mask");
+  p.observe({2, 16}, 0, 1, costs({2, 16}, 0.125));
+  p.observe({6, 24}, 0, 1, costs({6, 24}, 0.125));
+  const Chain c = p.predict({4, 32});
+  ASSERT_EQ(c.stages[0].variants.size(), 2u);
+  EXPECT_EQ(c.stages[0].variants[1].saved_bytes, 16);
+}
+
+TEST(Predictor, BoundsHaveTheChainsLayoutAndGrowWithDistance) {
+  Predictor p = one_stage();
+  std::mt19937 rng(3);
+  std::normal_distribution<double> noise(0.0, 0.03);
+  for (Shape s : {Shape{32, 512}, Shape{4, 32}, Shape{24, 64}, Shape{8, 256}}) {
+    for (int r = 0; r < 3; ++r) p.observe(s, 0, 0, attention_like(s, 1.0 + noise(rng)));
+  }
+  const Prediction inside = p.predict_with_bounds({16, 128});
+  const Prediction outside = p.predict_with_bounds({128, 2048});
+  ASSERT_EQ(inside.bounds.stages.size(), 1u);
+  const double in =
+      inside.bounds.stages[0].variants[0].fwd_time / inside.chain.stages[0].variants[0].fwd_time;
+  const double out =
+      outside.bounds.stages[0].variants[0].fwd_time / outside.chain.stages[0].variants[0].fwd_time;
+  EXPECT_GT(in, 0.0);
+  EXPECT_GT(out, in);
+}
+
+TEST(Predictor, PredictIntoReusesTheChain) {
+  Predictor p = Predictor::for_chain(testing::synthetic_transformer({8, 64}, 2));
+  for (Shape s : {Shape{32, 512}, Shape{4, 32}, Shape{24, 64}}) {
+    p.observe(s, testing::synthetic_transformer(s, 2));
+  }
+  p.set_fixed_bytes(777);
+  Chain c;
+  p.predict_into({16, 128}, &c);
+  p.predict_into({8, 100}, &c);
+  const Chain fresh = p.predict({8, 100});
+  ASSERT_EQ(c.stages.size(), fresh.stages.size());
+  EXPECT_EQ(c.fixed_bytes, 777);
+  for (std::size_t i = 0; i < c.stages.size(); ++i) {
+    EXPECT_EQ(c.stages[i].name, fresh.stages[i].name);
+    EXPECT_EQ(c.stages[i].variants[0].saved_bytes, fresh.stages[i].variants[0].saved_bytes);
+  }
+}
+
+}  // namespace
+}  // namespace monet

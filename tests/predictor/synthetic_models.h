@@ -56,8 +56,8 @@ inline Chain synthetic_transformer(const Shape& shape, int layers, double noise 
   return chain;
 }
 
-// Stages: a stem, then `blocks` residual blocks; every second block halves H and W and doubles
-// the channels (H and W multiples of 2^(blocks/2) keep the sizes exact).
+// Stages: a stem, then `blocks` residual blocks; every second block of the first eight halves H and
+// W and doubles the channels (H and W multiples of 16 keep the sizes exact).
 inline Chain synthetic_cnn(const Shape& shape, int blocks, double noise = 0.0,
                            std::mt19937* rng = nullptr) {
   const double b = static_cast<double>(shape[0]);
@@ -86,7 +86,7 @@ inline Chain synthetic_cnn(const Shape& shape, int blocks, double noise = 0.0,
   };
   add("stem", 3, c, h, w, h, w);
   for (int i = 0; i < blocks; ++i) {
-    const bool down = i % 2 == 1;
+    const bool down = i % 2 == 1 && i < 8;
     const double oc = down ? 2 * c : c;
     const double oh = down ? h / 2 : h, ow = down ? w / 2 : w;
     add("block" + std::to_string(i), c, oc, h, w, oh, ow);
