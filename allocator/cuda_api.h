@@ -5,6 +5,23 @@
 
 #include <cuda_runtime_api.h>
 
+// Every entry of the table with the runtime function that fills it, for code that fills or checks
+// the table as a whole: X(member, function).
+#define MONET_CUDA_API(X)                              \
+  X(malloc, cudaMalloc)                                \
+  X(free, cudaFree)                                    \
+  X(mem_get_info, cudaMemGetInfo)                      \
+  X(get_device, cudaGetDevice)                         \
+  X(set_device, cudaSetDevice)                         \
+  X(get_device_count, cudaGetDeviceCount)              \
+  X(event_create_with_flags, cudaEventCreateWithFlags) \
+  X(event_record, cudaEventRecord)                     \
+  X(event_query, cudaEventQuery)                       \
+  X(event_synchronize, cudaEventSynchronize)           \
+  X(event_destroy, cudaEventDestroy)                   \
+  X(get_last_error, cudaGetLastError)                  \
+  X(get_error_string, cudaGetErrorString)
+
 namespace monet {
 
 struct CudaApi {

@@ -31,9 +31,9 @@ class DeviceScope {
 }  // namespace
 
 bool CudaApi::complete() const {
-  return malloc && free && mem_get_info && get_device && set_device && get_device_count &&
-         event_create_with_flags && event_record && event_query && event_synchronize &&
-         event_destroy && get_last_error && get_error_string;
+#define MONET_PRESENT(member, function) &&member != nullptr
+  return true MONET_CUDA_API(MONET_PRESENT);
+#undef MONET_PRESENT
 }
 
 int cuda_device_count(const CudaApi& api) {

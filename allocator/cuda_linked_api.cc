@@ -7,19 +7,9 @@ namespace monet {
 const CudaApi& linked_cuda_api() {
   static const CudaApi api = [] {
     CudaApi a;
-    a.malloc = &cudaMalloc;
-    a.free = &cudaFree;
-    a.mem_get_info = &cudaMemGetInfo;
-    a.get_device = &cudaGetDevice;
-    a.set_device = &cudaSetDevice;
-    a.get_device_count = &cudaGetDeviceCount;
-    a.event_create_with_flags = &cudaEventCreateWithFlags;
-    a.event_record = &cudaEventRecord;
-    a.event_query = &cudaEventQuery;
-    a.event_synchronize = &cudaEventSynchronize;
-    a.event_destroy = &cudaEventDestroy;
-    a.get_last_error = &cudaGetLastError;
-    a.get_error_string = &cudaGetErrorString;
+#define MONET_LINK(member, function) a.member = &function;
+    MONET_CUDA_API(MONET_LINK)
+#undef MONET_LINK
     return a;
   }();
   return api;

@@ -118,19 +118,9 @@ const RealCuda& real_cuda() {
     auto next = [](auto& fn, const char* name) {
       fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(RTLD_NEXT, name));
     };
-    next(r.api.malloc, "cudaMalloc");
-    next(r.api.free, "cudaFree");
-    next(r.api.mem_get_info, "cudaMemGetInfo");
-    next(r.api.get_device, "cudaGetDevice");
-    next(r.api.set_device, "cudaSetDevice");
-    next(r.api.get_device_count, "cudaGetDeviceCount");
-    next(r.api.event_create_with_flags, "cudaEventCreateWithFlags");
-    next(r.api.event_record, "cudaEventRecord");
-    next(r.api.event_query, "cudaEventQuery");
-    next(r.api.event_synchronize, "cudaEventSynchronize");
-    next(r.api.event_destroy, "cudaEventDestroy");
-    next(r.api.get_last_error, "cudaGetLastError");
-    next(r.api.get_error_string, "cudaGetErrorString");
+#define MONET_NEXT(member, function) next(r.api.member, #function);
+    MONET_CUDA_API(MONET_NEXT)
+#undef MONET_NEXT
     next(r.device_synchronize, "cudaDeviceSynchronize");
     return r;
   }();
