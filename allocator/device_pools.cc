@@ -129,7 +129,7 @@ std::vector<CachingAllocator*> all() {
 }
 
 void validate_environment() {
-  log_level();
+  log(LogLevel::kDebug, "knobs:\n{}", describe_knobs());
   const std::size_t ram = physical_memory_bytes();
   budget_from("MONET_BUDGET", ram);
   budget_from("MONET_CPU_BUDGET", ram);

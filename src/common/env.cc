@@ -17,8 +17,9 @@ const std::vector<Knob>& knobs() {
        "Cap on monet's CPU pool when a GPU is the training device (same forms as MONET_BUDGET)."},
       {"MONET_LOG", "warn", "How much monet says on stderr: error, warn, info or debug."},
       {"MONET_STATS", "auto",
-       "Print the allocator's statistics at exit: 1, 0, or auto (when monet served any "
-       "allocation under LD_PRELOAD, or when MONET_LOG is info or debug)."},
+       "Print the allocator's statistics at exit: 1, 0, or auto (under the preload or the "
+       "pluggable hook when monet served any allocation; always when MONET_LOG is info or "
+       "debug)."},
       {"MONET_TRACE", "unset",
        "File to write every allocation and free to (docs/trace.md); replay it with monet-replay."},
   };
