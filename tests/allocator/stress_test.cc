@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "allocator/caching_allocator.h"
@@ -126,6 +127,50 @@ TEST_P(PoolStress, TightBudgetRefusesOnlyWhenFull) {
 // Segments held whole (cudaMalloc-like) and committed by 2 MiB granules.
 INSTANTIATE_TEST_SUITE_P(Granularity, PoolStress,
                          ::testing::Values(std::size_t{0}, std::size_t{2} << 20));
+
+}  // namespace
+}  // namespace monet
+
+namespace monet {
+namespace {
+
+// LibTorch allocates from several threads at once (intra-op parallelism): the pool must hold its
+// invariants and its counts when they race.
+TEST(PoolThreads, ConcurrentAllocationsAndFreesStaySound) {
+  HostBackend backend;
+  CachingAllocator pool(backend, CachingAllocator::Options{std::size_t{512} << 20, nullptr});
+  constexpr int kThreads = 4;
+  constexpr int kSteps = 4000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&pool, t] {
+      std::mt19937_64 rng(100 + t);
+      std::vector<Live> live;
+      for (int step = 0; step < kSteps; ++step) {
+        if (live.empty() || std::uniform_int_distribution<int>(0, 1)(rng) == 0) {
+          const std::size_t bytes = random_size(rng) / 4 + 1;
+          auto* p = static_cast<unsigned char*>(pool.allocate(bytes));
+          Live l{p, bytes, static_cast<unsigned char>(t * 50 + step)};
+          stamp(l);
+          live.push_back(l);
+        } else {
+          const std::size_t i =
+              std::uniform_int_distribution<std::size_t>(0, live.size() - 1)(rng);
+          ASSERT_TRUE(intact(live[i])) << "thread " << t << " step " << step;
+          pool.free(live[i].ptr);
+          live[i] = live.back();
+          live.pop_back();
+        }
+      }
+      for (const Live& l : live) pool.free(l.ptr);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  const MemoryStats s = pool.stats();
+  EXPECT_EQ(s.allocated_bytes, 0u);
+  EXPECT_EQ(s.allocations, s.frees);
+}
 
 }  // namespace
 }  // namespace monet
