@@ -1,0 +1,66 @@
+#include "planner/block_costs.h"
+
+#include <algorithm>
+
+namespace monet {
+
+BlockCosts::BlockCosts(const Chain& chain, bool default_only)
+    : stages_(static_cast<int>(chain.stages.size())),
+      fixed_bytes_(chain.fixed_bytes),
+      default_only_(default_only) {
+  out_.assign(stages_ + 1, 0);
+  first_.assign(stages_ + 2, 0);
+  for (int i = 1; i <= stages_; ++i) {
+    const std::vector<VariantCosts>& variants = chain.stages[i - 1].variants;
+    const int count = default_only ? 1 : static_cast<int>(variants.size());
+    first_[i + 1] = first_[i] + count;
+    std::int64_t out = variants[0].out_bytes;
+    for (int v = 0; v < count; ++v) {
+      const VariantCosts& c = variants[v];
+      out = std::max(out, c.out_bytes);
+      if (c.out_bytes != variants[0].out_bytes) exact_ = false;
+      saved_.push_back(c.saved_bytes);
+      fwd_peak_.push_back(c.fwd_peak);
+      bwd_peak_.push_back(c.bwd_peak);
+      fwd_time_.push_back(c.fwd_time);
+      bwd_time_.push_back(c.bwd_time);
+    }
+    out_[i] = out;
+  }
+}
+
+std::int64_t BlockCosts::peak(const Plan& plan) const {
+  std::int64_t retained = 0;
+  std::int64_t peak = 0;
+  for (int i = 1; i <= stages_;) {
+    const StagePlan& stage = plan.stages[i - 1];
+    if (!stage.checkpoint) {
+      const Block block = kept(i, stage.variant);
+      peak = std::max(peak, retained + block.local);
+      retained += block.retained;
+      ++i;
+      continue;
+    }
+    SegmentScan scan(*this, i);
+    while (i <= stages_ && plan.stages[i - 1].checkpoint) {
+      scan.extend(plan.stages[i - 1].variant);
+      ++i;
+    }
+    peak = std::max(peak, retained + scan.local());
+    retained += scan.retained();
+  }
+  peak = std::max(peak, retained + turn());
+  return fixed_bytes_ + peak;
+}
+
+double BlockCosts::time(const Plan& plan) const {
+  double time = 0.0;
+  for (int i = 1; i <= stages_; ++i) {
+    const StagePlan& stage = plan.stages[i - 1];
+    time +=
+        (stage.checkpoint ? 2.0 : 1.0) * fwd_time(i, stage.variant) + bwd_time(i, stage.variant);
+  }
+  return time;
+}
+
+}  // namespace monet

@@ -1,0 +1,35 @@
+// Checks on a chain and on a plan's shape, and the small plans every strategy starts from.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "monet/chain.h"
+#include "monet/planner.h"
+
+namespace monet {
+
+// Throws ConfigError, prefixed with `source` and naming the stage (index and name), the variant
+// and the field, for: a chain without stages, a negative fixed_bytes, a stage without variants,
+// an empty or repeated stage or variant name, a negative byte count, or a negative or non-finite
+// time. Variants of a stage may disagree on out_bytes (predictions are noisy); the planner then
+// plans with the largest.
+void validate_chain(const Chain& chain, std::string_view source = "chain");
+
+// Throws std::invalid_argument unless `plan` has one entry per stage of `chain` and every variant
+// index names a variant of its stage.
+void check_plan_shape(const Chain& chain, const Plan& plan);
+
+// Every stage kept (checkpoint = false) or every stage checkpointed, default variants.
+Plan uniform_plan(const Chain& chain, bool checkpoint);
+
+// What stage `index` (0-based) holds from its forward until its backward under `plan`, in bytes:
+// a kept stage its input and saved bytes, the first stage of a segment its input, any other
+// checkpointed stage nothing. simulate.h gives the whole model.
+std::int64_t retained_bytes(const Chain& chain, const Plan& plan, int index);
+
+// Stages checkpointed in `plan`, and stages that run a variant other than the default.
+int checkpointed_stages(const Plan& plan);
+int non_default_variants(const Plan& plan);
+
+}  // namespace monet

@@ -1,0 +1,350 @@
+#include "planner/joint_planner.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "planner/baseline_strategies.h"
+#include "planner/block_costs.h"
+#include "planner/checkpoint_dp.h"
+#include "planner/simulate.h"
+
+namespace monet {
+namespace {
+
+// Price layers and DP rounds cost work in proportion to stages^2: short chains, which are cheap
+// to plan, get many of them, long chains a few, so that planning stays fast.
+constexpr int kLayerWork = 12 * 12 * 12;
+constexpr int kMinPriceLayers = 2;
+constexpr int kMaxPriceLayers = 12;
+constexpr int kTwoRoundStages = 32;  // longer chains plan in one round
+// Nodes the branch and bound may visit per segment before it keeps the best assignment found.
+constexpr int kSegmentNodeLimit = 512;
+
+// Seconds a stage takes running variant v, kept or inside a segment (forward twice).
+double stage_time(const BlockCosts& costs, int i, int v, bool in_segment) {
+  return (in_segment ? 2.0 : 1.0) * costs.fwd_time(i, v) + costs.bwd_time(i, v);
+}
+
+// How much a variant adds to a segment's memory, for choosing the leanest and pricing layers.
+std::int64_t segment_weight(const BlockCosts& costs, int i, int v) {
+  return costs.saved(i, v) + std::max(costs.fwd_peak(i, v), costs.bwd_peak(i, v));
+}
+
+// The variants of stage i that no other variant of it matches or beats on every number a block
+// uses (s, f, b and the time of the role). An exact tie keeps the lower index. Fastest first.
+std::vector<int> useful_variants(const BlockCosts& costs, int i, bool in_segment) {
+  const auto covers = [&](int w, int v) {  // w at least as good as v everywhere
+    return costs.saved(i, w) <= costs.saved(i, v) && costs.fwd_peak(i, w) <= costs.fwd_peak(i, v) &&
+           costs.bwd_peak(i, w) <= costs.bwd_peak(i, v) &&
+           stage_time(costs, i, w, in_segment) <= stage_time(costs, i, v, in_segment);
+  };
+  std::vector<int> useful;
+  const int count = costs.variant_count(i);
+  for (int v = 0; v < count; ++v) {
+    bool beaten = false;
+    for (int w = 0; w < count && !beaten; ++w) {
+      if (w != v && covers(w, v)) beaten = !covers(v, w) || w < v;
+    }
+    if (!beaten) useful.push_back(v);
+  }
+  std::stable_sort(useful.begin(), useful.end(), [&](int x, int y) {
+    return stage_time(costs, i, x, in_segment) < stage_time(costs, i, y, in_segment);
+  });
+  return useful;
+}
+
+// The fastest assignment of variants to segment first..last whose local() is at most `limit`,
+// never worse than the plan's current one, by depth-first branch and bound (fastest variants
+// first, so good assignments come early when the node limit cuts the search).
+class SegmentSearch {
+ public:
+  SegmentSearch(const BlockCosts& costs, const std::vector<std::vector<int>>& options, int first,
+                int last, std::int64_t limit)
+      : costs_(costs), options_(options), first_(first), last_(last), limit_(limit) {
+    rest_.assign(last - first + 2, 0.0);
+    for (int j = last; j >= first; --j) {
+      rest_[j - first] = rest_[j - first + 1] + stage_time(costs, j, options_[j - 1].front(), true);
+    }
+  }
+
+  // Improves plan->stages[first - 1 .. last - 1].variant in place; true when it changed.
+  bool improve(Plan* plan) {
+    current_.resize(last_ - first_ + 1);
+    best_.clear();
+    SegmentScan incumbent(costs_, first_);
+    for (int j = first_; j <= last_; ++j) incumbent.extend(plan->stages[j - 1].variant);
+    best_time_ = incumbent.time();
+    nodes_ = 0;
+    search(first_, SegmentScan(costs_, first_));
+    if (best_.empty()) return false;
+    for (int j = first_; j <= last_; ++j) plan->stages[j - 1].variant = best_[j - first_];
+    return true;
+  }
+
+ private:
+  void search(int j, const SegmentScan& scan) {
+    if (++nodes_ > kSegmentNodeLimit) return;
+    // Gains below this are rounding, not time.
+    if (scan.time() + rest_[j - first_] >= best_time_ * (1.0 - 1e-12)) return;
+    if (j > last_) {
+      best_time_ = scan.time();
+      best_ = current_;
+      return;
+    }
+    for (int v : options_[j - 1]) {
+      SegmentScan next = scan;
+      next.extend(v);
+      // Every term of local() only grows as the segment goes on, and o(last) is known.
+      if (next.partial_local(costs_.out(last_)) > limit_) continue;
+      current_[j - first_] = v;
+      search(j + 1, next);
+    }
+  }
+
+  const BlockCosts& costs_;
+  const std::vector<std::vector<int>>& options_;
+  int first_;
+  int last_;
+  std::int64_t limit_;
+  std::vector<double> rest_;  // the fastest possible time of stages j..last
+  std::vector<int> current_;
+  std::vector<int> best_;
+  double best_time_ = 0.0;
+  int nodes_ = 0;
+};
+
+class JointPlanner {
+ public:
+  JointPlanner(const Chain& chain, std::int64_t budget_bytes)
+      : chain_(chain), budget_(budget_bytes), costs_(chain, /*default_only=*/false) {
+    const int stages = costs_.stages();
+    DpChoices choices;
+    choices.keep.resize(stages);
+    segment_options_.resize(stages);
+    fastest_.resize(stages);
+    std::vector<int> leanest(stages);
+    for (int i = 1; i <= stages; ++i) {
+      choices.keep[i - 1] = useful_variants(costs_, i, false);
+      segment_options_[i - 1] = useful_variants(costs_, i, true);
+      fastest_[i - 1] = segment_options_[i - 1].front();
+      leanest[i - 1] = fastest_[i - 1];
+      for (int v : segment_options_[i - 1]) {
+        if (segment_weight(costs_, i, v) < segment_weight(costs_, i, leanest[i - 1])) {
+          leanest[i - 1] = v;
+        }
+      }
+    }
+    // Default variants first: with them the space holds every plan of `dp`.
+    layers_.push_back(std::vector<int>(stages, 0));
+    add_layer(fastest_);
+    add_layer(std::move(leanest));
+    add_price_layers();
+    choices.segment = layers_;
+    choices.lean = segment_options_;
+    dp_.emplace(costs_, std::move(choices), dp_options(stages));
+  }
+
+  StrategyOutcome plan() {
+    StrategyOutcome outcome;
+    outcome.min_feasible_bytes = dp_->min_feasible_bytes();
+    if (budget_ < outcome.min_feasible_bytes) {
+      outcome.plan = dp_->solve(outcome.min_feasible_bytes).plan;
+      return outcome;
+    }
+    Plan best = dp_->solve(budget_).plan;
+    bool exact = dp_->exact();
+    polish(&best);
+    double best_time = costs_.time(best);
+    const int rounds = costs_.stages() <= kTwoRoundStages ? 2 : 1;
+    for (int round = 1; round < rounds; ++round) {
+      // The polished segment variants, as a layer the DP can place segments with.
+      std::vector<int> layer = fastest_;
+      for (int i = 1; i <= costs_.stages(); ++i) {
+        if (best.stages[i - 1].checkpoint) layer[i - 1] = best.stages[i - 1].variant;
+      }
+      if (!add_layer(layer)) break;
+      dp_->add_layer(std::move(layer));
+      Plan candidate = dp_->solve(budget_).plan;
+      exact = exact && dp_->exact();
+      polish(&candidate);
+      const double time = costs_.time(candidate);
+      if (time >= best_time) break;
+      best = std::move(candidate);
+      best_time = time;
+    }
+    outcome.feasible = true;
+    outcome.plan = std::move(best);
+    if (!exact || !costs_.exact()) keep_floor(&outcome);
+    return outcome;
+  }
+
+ private:
+  // Adds a segment layer unless an equal one is there.
+  bool add_layer(std::vector<int> layer) {
+    if (std::find(layers_.begin(), layers_.end(), layer) != layers_.end()) return false;
+    layers_.push_back(std::move(layer));
+    return true;
+  }
+
+  // Layers between the fastest and the leanest: at a price p (seconds per byte), each stage runs
+  // the variant with the least time + p * weight. The prices are quantiles of the prices at
+  // which some stage switches variant, so the layers spread over the trade-offs the chain has.
+  void add_price_layers() {
+    const int stages = costs_.stages();
+    std::vector<double> prices;
+    for (int i = 1; i <= stages; ++i) {
+      for (int u : segment_options_[i - 1]) {
+        for (int v : segment_options_[i - 1]) {
+          const std::int64_t lighter = segment_weight(costs_, i, u) - segment_weight(costs_, i, v);
+          const double slower = stage_time(costs_, i, v, true) - stage_time(costs_, i, u, true);
+          if (lighter > 0 && slower > 0) prices.push_back(slower / static_cast<double>(lighter));
+        }
+      }
+    }
+    if (prices.empty()) return;
+    std::sort(prices.begin(), prices.end());
+    const int count = std::clamp(kLayerWork / (stages * stages), kMinPriceLayers, kMaxPriceLayers);
+    for (int q = 1; q <= count; ++q) {
+      const double price = prices[prices.size() * q / (count + 1)];
+      std::vector<int> layer(stages);
+      for (int i = 1; i <= stages; ++i) {
+        const auto cost = [&](int v) {
+          return stage_time(costs_, i, v, true) +
+                 price * static_cast<double>(segment_weight(costs_, i, v));
+        };
+        int best = segment_options_[i - 1].front();
+        for (int v : segment_options_[i - 1]) {
+          if (cost(v) < cost(best)) best = v;
+        }
+        layer[i - 1] = best;
+      }
+      add_layer(std::move(layer));
+    }
+  }
+
+  struct BlockSpan {
+    int first;
+    int last;
+    bool segment;
+    std::int64_t before;  // P at the block's start
+    std::int64_t local;
+  };
+
+  // The plan's blocks in order, then the turn as a block of its own.
+  std::vector<BlockSpan> blocks(const Plan& plan) const {
+    std::vector<BlockSpan> spans;
+    std::int64_t retained = 0;
+    for (int i = 1; i <= costs_.stages();) {
+      if (!plan.stages[i - 1].checkpoint) {
+        const BlockCosts::Block block = costs_.kept(i, plan.stages[i - 1].variant);
+        spans.push_back(BlockSpan{i, i, false, retained, block.local});
+        retained += block.retained;
+        ++i;
+        continue;
+      }
+      SegmentScan scan(costs_, i);
+      const int first = i;
+      while (i <= costs_.stages() && plan.stages[i - 1].checkpoint) {
+        scan.extend(plan.stages[i - 1].variant);
+        ++i;
+      }
+      spans.push_back(BlockSpan{first, i - 1, true, retained, scan.local()});
+      retained += scan.retained();
+    }
+    spans.push_back(
+        BlockSpan{costs_.stages() + 1, costs_.stages(), false, retained, costs_.turn()});
+    return spans;
+  }
+
+  // Re-chooses variants within the plan's blocks, never leaving the budget.
+  void polish(Plan* plan) const {
+    const std::int64_t headroom = budget_ - costs_.fixed_bytes();
+    for (int pass = 0; pass < 2; ++pass) {
+      bool changed = false;
+      std::vector<BlockSpan> spans = blocks(*plan);
+      for (const BlockSpan& span : spans) {
+        if (!span.segment) continue;
+        SegmentSearch search(costs_, segment_options_, span.first, span.last,
+                             headroom - span.before);
+        changed |= search.improve(plan);
+      }
+      changed |= faster_kept_variants(plan, &spans, headroom);
+      if (!changed) break;
+    }
+  }
+
+  // A kept stage may switch to a faster variant when its own block fits and every later block
+  // (and the turn) has room for the change in what it retains.
+  bool faster_kept_variants(Plan* plan, std::vector<BlockSpan>* spans,
+                            std::int64_t headroom) const {
+    bool changed = false;
+    const int n = static_cast<int>(spans->size());
+    std::vector<std::int64_t> slack_after(n + 1, std::numeric_limits<std::int64_t>::max());
+    const auto refresh = [&]() {
+      for (int k = n - 1; k >= 0; --k) {
+        const BlockSpan& s = (*spans)[k];
+        slack_after[k] = std::min(slack_after[k + 1], headroom - s.before - s.local);
+      }
+    };
+    refresh();
+    for (int k = 0; k < n; ++k) {
+      BlockSpan& span = (*spans)[k];
+      if (span.segment || span.first > costs_.stages()) continue;
+      const int i = span.first;
+      StagePlan& stage = plan->stages[i - 1];
+      const BlockCosts::Block now = costs_.kept(i, stage.variant);
+      int best = stage.variant;
+      double best_time = now.time;
+      for (int v : segment_options_[i - 1]) {
+        const BlockCosts::Block next = costs_.kept(i, v);
+        if (next.time >= best_time || span.before + next.local > headroom) continue;
+        if (next.retained - now.retained > slack_after[k + 1]) continue;
+        best = v;
+        best_time = next.time;
+      }
+      if (best == stage.variant) continue;
+      const BlockCosts::Block next = costs_.kept(i, best);
+      stage.variant = best;
+      span.local = next.local;
+      for (int later = k + 1; later < n; ++later) {
+        (*spans)[later].before += next.retained - now.retained;
+      }
+      refresh();
+      changed = true;
+    }
+    return changed;
+  }
+
+  // Where the search could not be exact (a discretized front, or variants that disagree on
+  // out_bytes), `dp` and `greedy` might find a faster plan: keep the fastest of the three.
+  void keep_floor(StrategyOutcome* outcome) const {
+    double best = simulate(chain_, outcome->plan).time;
+    for (StrategyOutcome other : {plan_dp(chain_, budget_), plan_greedy(chain_, budget_)}) {
+      if (!other.feasible) continue;
+      const double time = simulate(chain_, other.plan).time;
+      if (time < best) {
+        best = time;
+        outcome->plan = std::move(other.plan);
+      }
+    }
+  }
+
+  const Chain& chain_;
+  std::int64_t budget_;
+  BlockCosts costs_;
+  std::vector<std::vector<int>> segment_options_;  // per stage, useful variants in a segment
+  std::vector<int> fastest_;                       // per stage, its fastest in a segment
+  std::vector<std::vector<int>> layers_;
+  std::optional<CheckpointDp> dp_;
+};
+
+}  // namespace
+
+StrategyOutcome plan_monet(const Chain& chain, std::int64_t budget_bytes) {
+  return JointPlanner(chain, budget_bytes).plan();
+}
+
+}  // namespace monet

@@ -1,0 +1,102 @@
+#include "planner/chain_model.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace monet {
+namespace {
+
+Chain two_stages() {
+  Chain chain;
+  chain.fixed_bytes = 10;
+  VariantCosts a;
+  a.out_bytes = 4;
+  a.saved_bytes = 6;
+  VariantCosts b = a;
+  b.out_bytes = 8;
+  b.saved_bytes = 3;
+  VariantCosts lean = b;
+  lean.name = "lean";
+  lean.saved_bytes = 1;
+  chain.stages = {Stage{"a", {a}}, Stage{"b", {b, lean}}};
+  return chain;
+}
+
+std::string error_of(const Chain& chain) {
+  try {
+    validate_chain(chain, "c.json");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ValidateChain, AcceptsAGoodChain) { EXPECT_EQ(error_of(two_stages()), ""); }
+
+TEST(ValidateChain, NamesStageVariantAndField) {
+  Chain chain = two_stages();
+  chain.stages[1].variants[1].bwd_peak = -3;
+  EXPECT_EQ(error_of(chain),
+            "c.json: stages[1] \"b\": variants[1] \"lean\": \"bwd_peak\" must be a non-negative "
+            "number of bytes, got -3");
+  chain = two_stages();
+  chain.stages[0].variants[0].fwd_time = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_NE(error_of(chain).find("\"fwd_time\" must be a non-negative, finite number of seconds"),
+            std::string::npos);
+}
+
+TEST(ValidateChain, RejectsEmptyAndRepeatedThings) {
+  Chain chain = two_stages();
+  chain.stages.clear();
+  EXPECT_NE(error_of(chain).find("\"stages\" is empty"), std::string::npos);
+  chain = two_stages();
+  chain.stages[1].variants.clear();
+  EXPECT_NE(error_of(chain).find("stages[1] \"b\": \"variants\" is empty"), std::string::npos);
+  chain = two_stages();
+  chain.stages[1].name = "a";
+  EXPECT_NE(error_of(chain).find("repeats an earlier stage's name"), std::string::npos);
+  chain = two_stages();
+  chain.stages[1].variants[1].name = "default";
+  EXPECT_NE(error_of(chain).find("repeats an earlier variant's name"), std::string::npos);
+  chain = two_stages();
+  chain.fixed_bytes = -1;
+  EXPECT_NE(error_of(chain).find("fixed_bytes"), std::string::npos);
+}
+
+TEST(ValidateChain, VariantsMayDisagreeOnOutputSize) {
+  Chain chain = two_stages();
+  chain.stages[1].variants[1].out_bytes = 9;
+  EXPECT_EQ(error_of(chain), "");
+}
+
+TEST(Plans, UniformAndRetained) {
+  const Chain chain = two_stages();
+  Plan keep = uniform_plan(chain, false);
+  ASSERT_EQ(keep.stages.size(), 2u);
+  EXPECT_EQ(retained_bytes(chain, keep, 0), 0 + 6);  // no input counted, its saved bytes
+  EXPECT_EQ(retained_bytes(chain, keep, 1), 4 + 3);
+  Plan all = uniform_plan(chain, true);
+  EXPECT_EQ(retained_bytes(chain, all, 0), 0);  // starts the segment: keeps the input only
+  EXPECT_EQ(retained_bytes(chain, all, 1), 0);  // inside the segment: nothing
+  Plan mixed = keep;
+  mixed.stages[1] = StagePlan{true, 1};
+  EXPECT_EQ(retained_bytes(chain, mixed, 1), 4);
+  EXPECT_EQ(checkpointed_stages(mixed), 1);
+  EXPECT_EQ(non_default_variants(mixed), 1);
+}
+
+TEST(Plans, ShapeIsChecked) {
+  const Chain chain = two_stages();
+  Plan plan = uniform_plan(chain, false);
+  EXPECT_NO_THROW(check_plan_shape(chain, plan));
+  plan.stages[0].variant = 1;
+  EXPECT_THROW(check_plan_shape(chain, plan), std::invalid_argument);
+  plan.stages.pop_back();
+  EXPECT_THROW(check_plan_shape(chain, plan), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace monet

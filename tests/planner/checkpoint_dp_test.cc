@@ -1,0 +1,112 @@
+#include "planner/checkpoint_dp.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <random>
+
+#include "exact_search.h"
+#include "planner/chain_model.h"
+#include "planner/simulate.h"
+#include "random_chains.h"
+
+namespace monet {
+namespace {
+
+// The least peak over every checkpoint-only plan, by trying them all.
+std::int64_t least_peak(const Chain& chain) {
+  const int stages = static_cast<int>(chain.stages.size());
+  std::int64_t least = std::numeric_limits<std::int64_t>::max();
+  Plan plan = uniform_plan(chain, false);
+  for (std::uint32_t bits = 0; bits < (1u << stages); ++bits) {
+    for (int i = 0; i < stages; ++i) plan.stages[i].checkpoint = ((bits >> i) & 1u) != 0;
+    least = std::min(least, simulate(chain, plan).peak_bytes);
+  }
+  return least;
+}
+
+// dp against every one of the 2^L checkpoint plans, through simulate() only: the same fastest
+// time, the same feasibility, and the exact least feasible budget.
+TEST(CheckpointDp, ExactlyOptimalAmongCheckpointPlans) {
+  std::mt19937_64 rng(11);
+  int cases = 0, infeasible = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    testing::RandomChainOptions options;
+    options.stages = 1 + trial % 12;
+    options.max_variants = 2;  // ignored by dp, which runs default variants
+    const Chain chain = testing::random_chain(rng, options);
+    const std::int64_t least = least_peak(chain);
+    const std::int64_t most = simulate(chain, uniform_plan(chain, false)).peak_bytes;
+    // Mostly budgets in the interesting range, some just below the least feasible one.
+    const std::int64_t budget = trial % 10 == 0
+                                    ? least - 1 - trial % 3
+                                    : testing::random_budget(rng, least, std::max(least, most));
+    const StrategyOutcome dp = plan_dp(chain, budget);
+    const testing::Optimum truth = testing::brute_force_optimum(chain, budget, true);
+    ASSERT_EQ(dp.min_feasible_bytes, least) << "trial " << trial;
+    ASSERT_EQ(dp.feasible, truth.feasible) << "trial " << trial;
+    const Simulation sim = simulate(chain, dp.plan);
+    EXPECT_EQ(non_default_variants(dp.plan), 0);
+    if (!truth.feasible) {
+      EXPECT_EQ(sim.peak_bytes, least) << "the infeasible answer is the least-peak plan";
+      ++infeasible;
+      continue;
+    }
+    ASSERT_LE(sim.peak_bytes, budget) << "trial " << trial;
+    ASSERT_NEAR(sim.time, truth.time, 1e-9 * truth.time) << "trial " << trial;
+    ++cases;
+  }
+  EXPECT_GT(cases, 300);
+  EXPECT_GT(infeasible, 20);
+}
+
+TEST(CheckpointDp, BudgetAtTheLeastFeasibleFits) {
+  std::mt19937_64 rng(12);
+  for (int trial = 0; trial < 200; ++trial) {
+    testing::RandomChainOptions options;
+    options.stages = 1 + trial % 40;
+    const Chain chain = testing::random_chain(rng, options);
+    const BlockCosts costs(chain, true);
+    CheckpointDp dp(costs, DpChoices::defaults(costs.stages()));
+    const std::int64_t least = dp.min_feasible_bytes();
+    const DpSolution at = dp.solve(least);
+    ASSERT_TRUE(at.feasible);
+    EXPECT_EQ(simulate(chain, at.plan).peak_bytes, at.peak_bytes);
+    EXPECT_LE(at.peak_bytes, least);
+    EXPECT_FALSE(dp.solve(least - 1).feasible);
+  }
+}
+
+TEST(CheckpointDp, LargeBudgetKeepsEverything) {
+  std::mt19937_64 rng(13);
+  testing::RandomChainOptions options;
+  options.stages = 30;
+  const Chain chain = testing::random_chain(rng, options);
+  const StrategyOutcome dp = plan_dp(chain, std::numeric_limits<std::int64_t>::max() / 8);
+  ASSERT_TRUE(dp.feasible);
+  EXPECT_EQ(checkpointed_stages(dp.plan), 0);
+}
+
+TEST(CheckpointDp, NoTwoSegmentsInARowMeansAdjacentCheckpointsMerge) {
+  // Reconstructed plans are read back as maximal runs, so the DP must never have planned two
+  // segments back to back: its own peak must be simulate()'s.
+  std::mt19937_64 rng(14);
+  for (int trial = 0; trial < 300; ++trial) {
+    testing::RandomChainOptions options;
+    options.stages = 2 + trial % 30;
+    const Chain chain = testing::random_chain(rng, options);
+    const BlockCosts costs(chain, true);
+    CheckpointDp dp(costs, DpChoices::defaults(costs.stages()));
+    const std::int64_t most = simulate(chain, uniform_plan(chain, false)).peak_bytes;
+    const std::int64_t budget = testing::random_budget(rng, dp.min_feasible_bytes(),
+                                                       std::max(dp.min_feasible_bytes(), most));
+    const DpSolution s = dp.solve(budget);
+    ASSERT_TRUE(s.feasible);
+    ASSERT_EQ(s.peak_bytes, simulate(chain, s.plan).peak_bytes);
+    ASSERT_LE(s.peak_bytes, budget);
+  }
+}
+
+}  // namespace
+}  // namespace monet

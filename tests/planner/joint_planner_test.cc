@@ -1,0 +1,139 @@
+#include "planner/joint_planner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+
+#include "exact_search.h"
+#include "planner/baseline_strategies.h"
+#include "planner/chain_model.h"
+#include "planner/checkpoint_dp.h"
+#include "planner/simulate.h"
+#include "random_chains.h"
+
+namespace monet {
+namespace {
+
+std::int64_t keep_all_peak(const Chain& chain) {
+  return simulate(chain, uniform_plan(chain, false)).peak_bytes;
+}
+
+// The exact search used below to judge monet is itself checked against trying every plan.
+TEST(ExactSearch, AgreesWithBruteForce) {
+  std::mt19937_64 rng(21);
+  for (int trial = 0; trial < 150; ++trial) {
+    testing::RandomChainOptions options;
+    options.stages = 1 + trial % 6;
+    options.min_variants = 1;
+    options.max_variants = 3;
+    const Chain chain = testing::random_chain(rng, options);
+    const StrategyOutcome dp = plan_dp(chain, 0);
+    const std::int64_t budget =
+        testing::random_budget(rng, dp.min_feasible_bytes * 9 / 10, keep_all_peak(chain));
+    for (bool default_only : {true, false}) {
+      const testing::Optimum brute = testing::brute_force_optimum(chain, budget, default_only);
+      const testing::Optimum fast = testing::block_search_optimum(chain, budget, default_only);
+      ASSERT_EQ(brute.feasible, fast.feasible) << "trial " << trial;
+      if (!brute.feasible) continue;
+      ASSERT_NEAR(brute.time, fast.time, 1e-9 * brute.time) << "trial " << trial;
+      ASSERT_LE(simulate(chain, fast.plan).peak_bytes, budget);
+    }
+  }
+}
+
+// The target: on random chains of up to 12 stages with 2-3 variants per stage, monet
+// never exceeds the budget and is within 1% of the optimum over every plan, on every case.
+TEST(JointPlanner, WithinOnePercentOfTheExhaustiveOptimum) {
+  std::mt19937_64 rng(22);
+  int cases = 0, optimal = 0;
+  double worst = 0.0;
+  for (int trial = 0; trial < 400; ++trial) {
+    testing::RandomChainOptions options;
+    options.stages = 2 + trial % 11;
+    options.min_variants = 2;
+    options.max_variants = 3;
+    const Chain chain = testing::random_chain(rng, options);
+    const std::int64_t least = testing::exact_least_budget(chain, false);
+    const std::int64_t ours = plan_monet(chain, 0).min_feasible_bytes;
+    if (ours != least)
+      std::printf("trial %d: least %lld ours %lld (%.3f%%)\n", trial, (long long)least,
+                  (long long)ours, 100.0 * (ours - least) / least);
+    const std::int64_t budget =
+        testing::random_budget(rng, least, std::max(least, keep_all_peak(chain)));
+    const StrategyOutcome monet = plan_monet(chain, budget);
+    const testing::Optimum truth = testing::block_search_optimum(chain, budget, false);
+    ASSERT_TRUE(truth.feasible) << "trial " << trial;
+    ASSERT_TRUE(monet.feasible) << "trial " << trial;
+    const Simulation sim = simulate(chain, monet.plan);
+    ASSERT_LE(sim.peak_bytes, budget) << "trial " << trial;
+    const double gap = sim.time / truth.time - 1.0;
+    EXPECT_LE(gap, 0.01) << "trial " << trial << ": " << chain.stages.size() << " stages";
+    worst = std::max(worst, gap);
+    optimal += gap <= 1e-9 ? 1 : 0;
+    ++cases;
+  }
+  std::printf("monet vs exhaustive optimum: %d cases, %d optimal, worst gap %.4f%%\n", cases,
+              optimal, 100.0 * worst);
+}
+
+// Its least feasible budget is where it starts to fit, and no higher than dp's.
+TEST(JointPlanner, LeastFeasibleBudgetFits) {
+  std::mt19937_64 rng(23);
+  for (int trial = 0; trial < 200; ++trial) {
+    testing::RandomChainOptions options;
+    options.stages = 1 + trial % 30;
+    options.max_variants = 3;
+    const Chain chain = testing::random_chain(rng, options);
+    const StrategyOutcome probe = plan_monet(chain, 0);
+    const StrategyOutcome at = plan_monet(chain, probe.min_feasible_bytes);
+    ASSERT_TRUE(at.feasible) << "trial " << trial;
+    EXPECT_LE(simulate(chain, at.plan).peak_bytes, probe.min_feasible_bytes);
+    EXPECT_LE(probe.min_feasible_bytes, plan_dp(chain, 0).min_feasible_bytes);
+    EXPECT_LE(simulate(chain, probe.plan).peak_bytes, probe.min_feasible_bytes);
+  }
+}
+
+// Never worse than dp or greedy at the same budget, whatever the chain, including chains whose
+// variants disagree on out_bytes (where the joint search is conservative) and long ones.
+TEST(JointPlanner, NeverWorseThanDpOrGreedy) {
+  std::mt19937_64 rng(24);
+  for (int trial = 0; trial < 300; ++trial) {
+    testing::RandomChainOptions options;
+    options.stages = 1 + trial % 60;
+    options.max_variants = 1 + trial % 3;
+    options.same_out_bytes = trial % 2 == 0;
+    const Chain chain = testing::random_chain(rng, options);
+    const std::int64_t low = plan_monet(chain, 0).min_feasible_bytes;
+    const std::int64_t budget =
+        testing::random_budget(rng, low, std::max(low, keep_all_peak(chain)));
+    const StrategyOutcome monet = plan_monet(chain, budget);
+    ASSERT_TRUE(monet.feasible) << "trial " << trial;
+    const Simulation ours = simulate(chain, monet.plan);
+    ASSERT_LE(ours.peak_bytes, budget) << "trial " << trial;
+    for (const StrategyOutcome& other : {plan_dp(chain, budget), plan_greedy(chain, budget)}) {
+      if (!other.feasible) continue;
+      EXPECT_LE(ours.time, simulate(chain, other.plan).time * (1 + 1e-12)) << "trial " << trial;
+    }
+  }
+}
+
+TEST(JointPlanner, SingleVariantChainsMatchDp) {
+  std::mt19937_64 rng(25);
+  for (int trial = 0; trial < 100; ++trial) {
+    testing::RandomChainOptions options;
+    options.stages = 1 + trial % 20;
+    const Chain chain = testing::random_chain(rng, options);
+    const std::int64_t low = plan_dp(chain, 0).min_feasible_bytes;
+    const std::int64_t budget =
+        testing::random_budget(rng, low, std::max(low, keep_all_peak(chain)));
+    const StrategyOutcome monet = plan_monet(chain, budget);
+    const StrategyOutcome dp = plan_dp(chain, budget);
+    EXPECT_EQ(monet.min_feasible_bytes, dp.min_feasible_bytes);
+    EXPECT_NEAR(simulate(chain, monet.plan).time, simulate(chain, dp.plan).time, 1e-9);
+  }
+}
+
+}  // namespace
+}  // namespace monet
