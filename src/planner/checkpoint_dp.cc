@@ -15,7 +15,7 @@ constexpr std::int64_t kUnreachable = std::numeric_limits<std::int64_t>::max() /
 DpOptions dp_options(int stages) {
   constexpr int kFrontWork = 64 * 32 * 32;
   DpOptions options;
-  options.max_front = std::clamp(kFrontWork / std::max(1, stages * stages), 16, 64);
+  options.max_front = std::clamp(kFrontWork / std::max(1, stages * stages), 32, 64);
   return options;
 }
 
@@ -32,6 +32,14 @@ CheckpointDp::CheckpointDp(const BlockCosts& costs, DpChoices choices, DpOptions
   assert(!choices_.segment.empty());
   fronts_.resize(2 * (stages_ + 1));
   ends_.resize(stages_ + 1);
+  least_rest_.assign(stages_ + 1, 0.0);
+  for (int i = stages_; i >= 1; --i) {
+    double least = std::numeric_limits<double>::infinity();
+    for (int v = 0; v < costs_.variant_count(i); ++v) {
+      least = std::min(least, costs_.fwd_time(i, v) + costs_.bwd_time(i, v));
+    }
+    least_rest_[i - 1] = least_rest_[i] + least;
+  }
   compute_need();
 }
 
@@ -157,8 +165,13 @@ std::int32_t CheckpointDp::add_run(const std::vector<Entry>& source, std::int32_
   const auto end = std::partition_point(source.begin() + begin, source.end(),
                                         [&](const Entry& e) { return e.retained <= limit; });
   const auto size = static_cast<std::int32_t>(end - source.begin());
-  if (size > begin) {
-    runs_.push_back(Run{source.data(), begin, size, retained, time, from,
+  // Times fall along a front: the entries too slow to beat the incumbent are a prefix.
+  const double rest = bound_ - time - least_rest_[last_boundary_];
+  const auto fast = std::partition_point(source.begin() + begin, end,
+                                         [&](const Entry& e) { return e.time >= rest; });
+  const auto first = static_cast<std::int32_t>(fast - source.begin());
+  if (size > first) {
+    runs_.push_back(Run{source.data(), first, size, retained, time, from,
                         static_cast<std::int16_t>(choice), static_cast<std::uint8_t>(side), kind});
   }
   return std::max(size, begin);
@@ -309,12 +322,18 @@ void CheckpointDp::thin(std::vector<Entry>* front) {
   front->resize(kept);
 }
 
-DpSolution CheckpointDp::solve(std::int64_t budget_bytes) {
+DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent) {
   const std::int64_t headroom = budget_bytes - costs_.fixed_bytes();
   if (headroom < need(0, 0)) {
     DpSolution least = solve(min_feasible_bytes());
     least.feasible = false;
     return least;
+  }
+  bound_ = std::numeric_limits<double>::infinity();
+  if (incumbent != nullptr) {
+    // Ties go to the incumbent: only a plan faster by more than rounding replaces it.
+    const double time = costs_.time(*incumbent);
+    bound_ = time - 1e-12 * time;
   }
   bucketed_ = false;
   for (std::vector<Entry>& f : fronts_) f.clear();
@@ -326,6 +345,7 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes) {
   std::vector<OpenSegment> open;
 
   for (int b = 1; b <= stages_; ++b) {
+    last_boundary_ = b;
     runs_.clear();
     for (int side = 0; side < 2; ++side) {
       const std::vector<Entry>& source = front(b - 1, side);
@@ -383,8 +403,16 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes) {
       best_side = side;
     }
   }
-  assert(best_side >= 0);  // need(0) <= headroom guarantees a path
   DpSolution solution;
+  if (best_side < 0) {  // need(0) <= headroom guarantees a path, so the incumbent was the best
+    assert(incumbent != nullptr);
+    solution.feasible = true;
+    solution.min_feasible_bytes = min_feasible_bytes();
+    solution.plan = *incumbent;
+    solution.peak_bytes = costs_.peak(solution.plan);
+    solution.time = costs_.time(solution.plan);
+    return solution;
+  }
   solution.feasible = true;
   solution.min_feasible_bytes = min_feasible_bytes();
   solution.plan =

@@ -2,19 +2,20 @@
 //
 // A plan is a path through blocks (block_costs.h): from boundary a - 1 either a kept stage a
 // (any allowed variant) or a segment a..b, never two segments in a row, since adjacent
-// checkpointed stages are one segment. The state at a boundary is its memory axis, P: what the
-// blocks so far retain. Rotor rounds P to fixed slots, which costs optimality; here P is
-// discretized at the values it actually takes, and each boundary keeps only the states no other
-// state beats on both P and time (the Pareto front), dropping those from which the rest of the
-// chain cannot fit. Nothing is rounded, so the result is the fastest plan of the choice space,
-// exactly.
+// checkpointed stages are one segment. Whether the rest of a plan fits depends only on P, what
+// the blocks so far retain, so P is the DP's memory axis. Rotor rounds P to fixed slots, which
+// costs optimality. Here the axis is discretized at the values P actually takes: each boundary
+// keeps the states that no other state beats on both P and time (the Pareto front), minus those
+// from which the rest of the chain cannot fit. Nothing is rounded, so the result is the fastest
+// plan of the choice space, exactly, and the tests check it against every plan of small chains.
 //
-// A boundary's front gathers the fronts of the boundaries it can be reached from, each shifted by
-// a block's retained bytes and time. Large fronts are where the time goes, so past a threshold a
-// boundary's memory axis is discretized (DpOptions); exact() says whether that happened.
+// The work grows with stages^2 times the size of the fronts. Long chains can have fronts of
+// hundreds of states, so a front larger than DpOptions::max_front keeps its fastest state per P
+// bucket (Rotor's discretization, used only there); exact() says whether that happened.
 //
 // need(i), the least headroom the stages after boundary i need, is computed first; it gives the
-// least feasible budget and prunes states that cannot finish.
+// least feasible budget and prunes states that cannot finish. A known plan (the incumbent) prunes
+// states that cannot finish faster than it.
 #pragma once
 
 #include <cstdint>
@@ -53,8 +54,8 @@ struct DpOptions {
   int max_front = 64;
 };
 
-// Options for a chain of `stages` stages: whole fronts up to 64 states while the chain is short,
-// fewer as it grows (the work grows with stages^2 * max_front), at least 16.
+// Options for a chain of `stages` stages: fronts of up to 64 states while the chain is short,
+// fewer as it grows (the work grows with stages^2 * max_front), at least 32.
 DpOptions dp_options(int stages);
 
 struct DpSolution {
@@ -80,8 +81,10 @@ class CheckpointDp {
   // The least budget (fixed_bytes included) at which solve() is feasible.
   std::int64_t min_feasible_bytes() const { return costs_.fixed_bytes() + need_[0]; }
 
-  // The fastest plan whose block-form peak is at most `budget_bytes`.
-  DpSolution solve(std::int64_t budget_bytes);
+  // The fastest plan whose block-form peak is at most `budget_bytes`. An `incumbent`, a plan
+  // known to fit, bounds the search: states that cannot finish faster than it are dropped
+  // early, and it is the answer when nothing faster is found.
+  DpSolution solve(std::int64_t budget_bytes, const Plan* incumbent = nullptr);
 
   // Whether the last solve() kept every front exact, so that its plan is the exact optimum.
   bool exact() const { return !bucketed_; }
@@ -157,6 +160,9 @@ class CheckpointDp {
   int stages_;
   bool bucketed_ = false;
   std::vector<std::int64_t> need_;  // 2 per boundary: after a kept block, after a segment
+  std::vector<double> least_rest_;  // per boundary: the least time the stages after it take
+  double bound_ = 0.0;              // states must finish faster than this (the incumbent)
+  int last_boundary_ = 0;           // the boundary solve() is building
   std::vector<LeanSegment> lean_segments_;
   std::vector<std::vector<Entry>> fronts_;
   std::vector<Run> runs_;

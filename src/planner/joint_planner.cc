@@ -19,7 +19,7 @@ namespace {
 constexpr int kLayerWork = 12 * 12 * 12;
 constexpr int kMinPriceLayers = 2;
 constexpr int kMaxPriceLayers = 12;
-constexpr int kTwoRoundStages = 32;  // longer chains plan in one round
+constexpr int kTwoRoundStages = 12;  // longer chains plan in one round
 // Nodes the branch and bound may visit per segment before it keeps the best assignment found.
 constexpr int kSegmentNodeLimit = 512;
 
@@ -154,10 +154,17 @@ class JointPlanner {
       outcome.plan = dp_->solve(outcome.min_feasible_bytes).plan;
       return outcome;
     }
-    Plan best = dp_->solve(budget_).plan;
-    bool exact = dp_->exact();
+    // The checkpoint-only optimum first: it bounds the joint search, which then only looks at
+    // states that can beat it, and it is the answer where the joint search finds nothing faster.
+    const BlockCosts defaults(chain_, /*default_only=*/true);
+    CheckpointDp checkpoints(defaults, DpChoices::defaults(defaults.stages()),
+                             dp_options(defaults.stages()));
+    const DpSolution floor = checkpoints.solve(budget_);
+    // Under costs_ (the largest out_bytes of each stage) the floor may not fit; then it cannot
+    // bound the search.
+    const bool floor_fits = floor.feasible && costs_.peak(floor.plan) <= budget_;
+    Plan best = dp_->solve(budget_, floor_fits ? &floor.plan : nullptr).plan;
     polish(&best);
-    double best_time = costs_.time(best);
     const int rounds = costs_.stages() <= kTwoRoundStages ? 2 : 1;
     for (int round = 1; round < rounds; ++round) {
       // The polished segment variants, as a layer the DP can place segments with.
@@ -167,17 +174,26 @@ class JointPlanner {
       }
       if (!add_layer(layer)) break;
       dp_->add_layer(std::move(layer));
-      Plan candidate = dp_->solve(budget_).plan;
-      exact = exact && dp_->exact();
+      Plan candidate = dp_->solve(budget_, &best).plan;
       polish(&candidate);
-      const double time = costs_.time(candidate);
-      if (time >= best_time) break;
+      if (costs_.time(candidate) >= costs_.time(best)) break;
       best = std::move(candidate);
-      best_time = time;
     }
     outcome.feasible = true;
     outcome.plan = std::move(best);
-    if (!exact || !costs_.exact()) keep_floor(&outcome);
+    // Judged by simulate(): the floor wins where the joint search was conservative (variants
+    // that disagree on out_bytes); greedy where the floor's own fronts were discretized.
+    double time = simulate(chain_, outcome.plan).time;
+    if (floor.feasible && floor.time < time) {
+      outcome.plan = floor.plan;
+      time = floor.time;
+    }
+    if (!checkpoints.exact()) {
+      StrategyOutcome greedy = plan_greedy(chain_, budget_);
+      if (greedy.feasible && simulate(chain_, greedy.plan).time < time) {
+        outcome.plan = std::move(greedy.plan);
+      }
+    }
     return outcome;
   }
 
@@ -316,20 +332,6 @@ class JointPlanner {
       changed = true;
     }
     return changed;
-  }
-
-  // Where the search could not be exact (a discretized front, or variants that disagree on
-  // out_bytes), `dp` and `greedy` might find a faster plan: keep the fastest of the three.
-  void keep_floor(StrategyOutcome* outcome) const {
-    double best = simulate(chain_, outcome->plan).time;
-    for (StrategyOutcome other : {plan_dp(chain_, budget_), plan_greedy(chain_, budget_)}) {
-      if (!other.feasible) continue;
-      const double time = simulate(chain_, other.plan).time;
-      if (time < best) {
-        best = time;
-        outcome->plan = std::move(other.plan);
-      }
-    }
   }
 
   const Chain& chain_;

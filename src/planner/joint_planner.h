@@ -1,19 +1,24 @@
 // The `monet` strategy: checkpoints and operator variants chosen jointly.
 //
-// MONeT solves this jointly with an integer program (minutes to hours); monet does it in well
-// under a millisecond by splitting the choice the way the block form (block_costs.h) splits the
-// memory:
-//   1. A kept stage's variant only changes its own block and what it retains, so CheckpointDp
-//      chooses it exactly, among the variants no other variant beats on every number.
-//   2. A segment's variants only change that segment's block. CheckpointDp offers each segment
-//      a few whole-segment layers: default variants (so monet is never worse than `dp`, and so
-//      never worse than `greedy`), the fastest variants, and the leanest.
-//   3. The plan is then polished: every segment's variants are re-chosen stage by stage by a
-//      bounded branch and bound (the fastest assignment that fits the room the segment has), and
-//      kept stages switch to faster variants where every later block has the slack.
-//   4. The polished segment variants become one more layer and 2-3 repeat, while the time
-//      improves (at most kRounds times).
-// Every plan is checked against simulate(); the result never exceeds the budget.
+// MONeT solves this with an integer program (minutes to hours). monet splits the choice the way
+// the block form (block_costs.h) splits the memory, and lets CheckpointDp do the rest:
+//   1. A kept stage's variant only changes its own block and what it retains, so the DP chooses
+//      it exactly, among the variants no other variant beats on every number.
+//   2. A segment's variants only change that segment's block. The DP offers each segment a few
+//      whole-segment layers: default variants, the fastest, the leanest, and "price" layers in
+//      between (each stage taking the variant with the least time + price * bytes), more of them
+//      for short chains, which are cheap to plan.
+//   3. The least feasible budget is exact over every mix of segment variants (DpChoices::lean),
+//      and the least-peak plan's segments are choices too, so any budget from there up fits.
+//   4. The checkpoint-only optimum (`dp`) is computed first. It bounds the joint search, which
+//      then keeps only states that can beat it, and it is the answer when nothing beats it: so
+//      monet is never worse than `dp`, nor than `greedy` (checked directly when dp's own fronts
+//      had to be discretized).
+//   5. The plan is polished: each segment's variants are re-chosen stage by stage by a bounded
+//      branch and bound (the fastest mix that fits the segment's room), and kept stages move to
+//      faster variants where every later block has the slack. For short chains the polished
+//      segment variants become one more layer and the DP runs again.
+// Every plan fits the budget under simulate().
 #pragma once
 
 #include <cstdint>
