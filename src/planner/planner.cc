@@ -105,17 +105,18 @@ PlanResult Planner::try_plan(const Chain& chain, std::int64_t budget_bytes) cons
 PlanResult Planner::plan(const Chain& chain, std::int64_t budget_bytes) const {
   PlanResult result = try_plan(chain, budget_bytes);
   if (result.feasible) return result;
-  const char* other = strategy_ == Strategy::kMonet
-                          ? ""
-                          : ", or try MONET_PLANNER=monet, which also switches operator variants";
+  const char* hint = strategy_ == Strategy::kMonet
+                         ? ""
+                         : "; MONET_PLANNER=monet, which also switches operator variants, may "
+                           "need less";
   throw InfeasibleBudgetError(
       fmt::format("a budget of {} ({} bytes) is too small for this input shape: the least budget "
                   "the '{}' planner fits in is {} ({} bytes), of which {} are fixed (parameters, "
-                  "gradients, optimizer state). Raise MONET_BUDGET to at least that, use smaller "
-                  "inputs{}.",
+                  "gradients, optimizer state). Raise MONET_BUDGET to at least that or use "
+                  "smaller inputs{}.",
                   format_budget(budget_bytes), budget_bytes, strategy_name(strategy_),
                   format_budget(result.min_feasible_bytes), result.min_feasible_bytes,
-                  format_budget(chain.fixed_bytes), other),
+                  format_budget(chain.fixed_bytes), hint),
       budget_bytes, result.min_feasible_bytes);
 }
 
