@@ -90,8 +90,9 @@ void CheckpointDp::compute_need() {
   std::vector<std::int64_t> least_saved(stages_ + 1, 0);
   for (int j = 1; j <= stages_ && !choices_.lean.empty(); ++j) {
     least_saved[j] = kUnreachable;
-    for (int v : choices_.lean[j - 1])
+    for (int v : choices_.lean[j - 1]) {
       least_saved[j] = std::min(least_saved[j], costs_.saved(j, v));
+    }
   }
   std::vector<int> variants;
   for (int i = stages_ - 1; i >= 0; --i) {
@@ -212,10 +213,8 @@ void CheckpointDp::gather_runs(std::vector<Entry>* target) {
   if (candidates == 0) return;
 
   // Most candidates are beaten by one in a lower P bucket: two linear passes drop those, and
-  // only the rest are sorted. Exact: a candidate is dropped only when another one has less P
-  // and is at least as fast.
-  // About one candidate per bucket. The bucket of a P is monotone in P, so a lower bucket
-  // means less P.
+  // only the rest are sorted. Exact: the bucket of a P is monotone in P, so a candidate is
+  // dropped only when another has less P and is at least as fast. About one candidate a bucket.
   const std::size_t buckets = std::min<std::size_t>(candidates, 4096);
   const double scale =
       static_cast<double>(buckets - 1) / static_cast<double>(std::max<std::int64_t>(high - low, 1));
@@ -404,19 +403,17 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
     }
   }
   DpSolution solution;
-  if (best_side < 0) {  // need(0) <= headroom guarantees a path, so the incumbent was the best
-    assert(incumbent != nullptr);
-    solution.feasible = true;
-    solution.min_feasible_bytes = min_feasible_bytes();
-    solution.plan = *incumbent;
-    solution.peak_bytes = costs_.peak(solution.plan);
-    solution.time = costs_.time(solution.plan);
-    return solution;
-  }
   solution.feasible = true;
   solution.min_feasible_bytes = min_feasible_bytes();
-  solution.plan =
-      reconstruct(stages_, best_side, static_cast<int>(front(stages_, best_side).size()) - 1);
+  if (best_side < 0) {
+    // need(0) <= headroom guarantees a path, so only the incumbent's bound can have cut them all:
+    // nothing is faster than the incumbent.
+    assert(incumbent != nullptr);
+    solution.plan = *incumbent;
+  } else {
+    solution.plan =
+        reconstruct(stages_, best_side, static_cast<int>(front(stages_, best_side).size()) - 1);
+  }
   solution.peak_bytes = costs_.peak(solution.plan);
   solution.time = costs_.time(solution.plan);
   return solution;

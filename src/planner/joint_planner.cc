@@ -148,20 +148,28 @@ class JointPlanner {
   }
 
   StrategyOutcome plan() {
-    StrategyOutcome outcome;
-    outcome.min_feasible_bytes = dp_->min_feasible_bytes();
-    if (budget_ < outcome.min_feasible_bytes) {
-      outcome.plan = dp_->solve(outcome.min_feasible_bytes).plan;
-      return outcome;
-    }
     // The checkpoint-only optimum first: it bounds the joint search, which then only looks at
     // states that can beat it, and it is the answer where the joint search finds nothing faster.
     const BlockCosts defaults(chain_, /*default_only=*/true);
     CheckpointDp checkpoints(defaults, DpChoices::defaults(defaults.stages()),
                              dp_options(defaults.stages()));
+    StrategyOutcome outcome;
+    // The joint search's least budget is never above dp's, except where variants disagree on
+    // out_bytes and it plans with the largest.
+    const std::int64_t joint_least = dp_->min_feasible_bytes();
+    const std::int64_t floor_least = checkpoints.min_feasible_bytes();
+    outcome.min_feasible_bytes = std::min(joint_least, floor_least);
+    if (budget_ < outcome.min_feasible_bytes) {
+      outcome.plan = joint_least <= floor_least ? dp_->solve(joint_least).plan
+                                                : checkpoints.solve(floor_least).plan;
+      return outcome;
+    }
     const DpSolution floor = checkpoints.solve(budget_);
-    // Under costs_ (the largest out_bytes of each stage) the floor may not fit; then it cannot
-    // bound the search.
+    if (budget_ < joint_least) {
+      outcome.feasible = true;
+      outcome.plan = floor.plan;
+      return outcome;
+    }
     const bool floor_fits = floor.feasible && costs_.peak(floor.plan) <= budget_;
     Plan best = dp_->solve(budget_, floor_fits ? &floor.plan : nullptr).plan;
     polish(&best);

@@ -110,6 +110,7 @@ TEST(JointPlanner, NeverWorseThanDpOrGreedy) {
         testing::random_budget(rng, low, std::max(low, keep_all_peak(chain)));
     const StrategyOutcome monet = plan_monet(chain, budget);
     ASSERT_TRUE(monet.feasible) << "trial " << trial;
+    EXPECT_LE(monet.min_feasible_bytes, plan_dp(chain, 0).min_feasible_bytes) << "trial " << trial;
     const Simulation ours = simulate(chain, monet.plan);
     ASSERT_LE(ours.peak_bytes, budget) << "trial " << trial;
     for (const StrategyOutcome& other : {plan_dp(chain, budget), plan_greedy(chain, budget)}) {
