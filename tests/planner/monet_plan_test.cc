@@ -24,8 +24,10 @@ std::string slurp(const std::string& path) {
 }
 
 ToolRun run_tool(const std::string& args) {
-  const std::string dir = ::testing::TempDir();
-  const std::string out = dir + "/monet_plan_out.txt", err = dir + "/monet_plan_err.txt";
+  // Per test, so that tests run in parallel (ctest -j) do not share files.
+  const std::string base = ::testing::TempDir() + "/monet_plan_" +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const std::string out = base + ".out", err = base + ".err";
   const std::string command =
       std::string(MONET_PLAN_TOOL) + " " + args + " >" + out + " 2>" + err + " </dev/null";
   const int raw = std::system(command.c_str());
