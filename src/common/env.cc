@@ -16,6 +16,8 @@ const std::vector<Knob>& knobs() {
       {"MONET_CPU_BUDGET", "unset (no cap)",
        "Cap on monet's CPU pool when a GPU is the training device (same forms as MONET_BUDGET)."},
       {"MONET_LOG", "warn", "How much monet says on stderr: error, warn, info or debug."},
+      {"MONET_PLANNER", "monet",
+       "How plans are chosen: none, all, sqrt, greedy, dp or monet (docs/planner.md)."},
       {"MONET_STATS", "auto",
        "Print the allocator's statistics at exit: 1, 0, or auto (under the preload or the "
        "pluggable hook when monet served any allocation; always when MONET_LOG is info or "
