@@ -1,8 +1,10 @@
-// The CUDA runtime calls the CUDA backend makes, as a table of function pointers. libmonet fills
-// it with the CUDA runtime it links; libmonet_preload fills it with the next definitions after its
-// own interposers (dlsym RTLD_NEXT), so it calls the real cudaMalloc without linking CUDA.
+// The CUDA calls the CUDA backend makes, as tables of function pointers. libmonet fills them with
+// the CUDA it links; libmonet_preload fills them with the definitions after its own interposers
+// (dlsym RTLD_NEXT) and from the process's libcuda, so it calls the real cudaMalloc without
+// linking CUDA.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 // Every entry of the table with the runtime function that fills it, for code that fills or checks
@@ -19,8 +21,22 @@
   X(event_query, cudaEventQuery)                       \
   X(event_synchronize, cudaEventSynchronize)           \
   X(event_destroy, cudaEventDestroy)                   \
+  X(device_synchronize, cudaDeviceSynchronize)         \
   X(get_last_error, cudaGetLastError)                  \
   X(get_error_string, cudaGetErrorString)
+
+// The driver's virtual memory API, for segments committed by granule (expandable segments).
+#define MONET_CUDA_DRIVER_API(X)                    \
+  X(get_granularity, cuMemGetAllocationGranularity) \
+  X(address_reserve, cuMemAddressReserve)           \
+  X(address_free, cuMemAddressFree)                 \
+  X(create, cuMemCreate)                            \
+  X(release, cuMemRelease)                          \
+  X(map, cuMemMap)                                  \
+  X(unmap, cuMemUnmap)                              \
+  X(set_access, cuMemSetAccess)                     \
+  X(device_get_attribute, cuDeviceGetAttribute)     \
+  X(get_error_string, cuGetErrorString)
 
 namespace monet {
 
@@ -36,14 +52,40 @@ struct CudaApi {
   cudaError_t (*event_query)(cudaEvent_t event) = nullptr;
   cudaError_t (*event_synchronize)(cudaEvent_t event) = nullptr;
   cudaError_t (*event_destroy)(cudaEvent_t event) = nullptr;
+  cudaError_t (*device_synchronize)() = nullptr;
   cudaError_t (*get_last_error)() = nullptr;
   const char* (*get_error_string)(cudaError_t error) = nullptr;
 
   bool complete() const;
 };
 
+struct CudaDriverApi {
+  CUresult (*get_granularity)(size_t* granularity, const CUmemAllocationProp* prop,
+                              CUmemAllocationGranularity_flags option) = nullptr;
+  CUresult (*address_reserve)(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                              unsigned long long flags) = nullptr;
+  CUresult (*address_free)(CUdeviceptr ptr, size_t size) = nullptr;
+  CUresult (*create)(CUmemGenericAllocationHandle* handle, size_t size,
+                     const CUmemAllocationProp* prop, unsigned long long flags) = nullptr;
+  CUresult (*release)(CUmemGenericAllocationHandle handle) = nullptr;
+  CUresult (*map)(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags) = nullptr;
+  CUresult (*unmap)(CUdeviceptr ptr, size_t size) = nullptr;
+  CUresult (*set_access)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
+                         size_t count) = nullptr;
+  CUresult (*device_get_attribute)(int* value, CUdevice_attribute attribute,
+                                   CUdevice device) = nullptr;
+  CUresult (*get_error_string)(CUresult error, const char** text) = nullptr;
+
+  bool complete() const;
+};
+
 // The CUDA runtime linked into this program (libmonet built with CUDA).
 const CudaApi& linked_cuda_api();
+
+// The driver's virtual memory API from the process's libcuda.so.1 (loaded at run time, so that
+// nothing links the driver), or nullptr where there is no driver or it lacks a function.
+const CudaDriverApi* cuda_driver_api();
 
 // The number of usable CUDA devices through `api`; 0 when the call fails for any reason (no
 // driver, a driver too old for the runtime, no device).

@@ -1,8 +1,11 @@
 #include "allocator/cuda_backend.h"
 
+#include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
+#include <type_traits>
 
 namespace monet {
 namespace {
@@ -36,6 +39,28 @@ bool CudaApi::complete() const {
 #undef MONET_PRESENT
 }
 
+bool CudaDriverApi::complete() const {
+#define MONET_PRESENT(member, function) &&member != nullptr
+  return true MONET_CUDA_DRIVER_API(MONET_PRESENT);
+#undef MONET_PRESENT
+}
+
+const CudaDriverApi* cuda_driver_api() {
+  static const CudaDriverApi* api = []() -> const CudaDriverApi* {
+    void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver == nullptr) return nullptr;
+    static CudaDriverApi a;
+    auto find = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(driver, name));
+    };
+#define MONET_FIND(member, function) find(a.member, #function);
+    MONET_CUDA_DRIVER_API(MONET_FIND)
+#undef MONET_FIND
+    return a.complete() ? &a : nullptr;
+  }();
+  return api;
+}
+
 int cuda_device_count(const CudaApi& api) {
   if (!api.complete()) return 0;
   int count = 0;
@@ -46,19 +71,56 @@ int cuda_device_count(const CudaApi& api) {
   return count;
 }
 
-CudaBackend::CudaBackend(const CudaApi& api, int device) : api_(api), device_(device) {
-  if (!api_.complete())
+CudaBackend::CudaBackend(const CudaApi& api, int device, const CudaDriverApi* driver)
+    : api_(api), driver_(driver), device_(device) {
+  if (!api_.complete()) {
     throw std::runtime_error("monet: the CUDA runtime's functions were not found");
+  }
   DeviceScope scope(api_, device_);
   size_t free = 0, total = 0;
-  check(api_.mem_get_info(&free, &total), "cudaMemGetInfo");
+  check(api_.mem_get_info(&free, &total), "cudaMemGetInfo");  // also makes the context current
   total_bytes_ = total;
+  if (driver_ == nullptr) return;
+
+  int supported = 0;
+  check(driver_->device_get_attribute(
+            &supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device_),
+        "cuDeviceGetAttribute");
+  if (!supported) {
+    throw std::runtime_error(fmt::format(
+        "monet: cuda:{} does not support virtual memory management, which "
+        "MONET_CUDA_SEGMENTS=expandable needs; unset it to use whole segments",
+        device_));
+  }
+  prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop_.location.id = device_;
+  size_t granularity = 0;
+  check(driver_->get_granularity(&granularity, &prop_, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+        "cuMemGetAllocationGranularity");
+  // The pool's segments are multiples of 2 MiB: granules of 2 MiB tile them, whatever finer
+  // granule the device allows.
+  constexpr std::size_t k2MiB = std::size_t{2} << 20;
+  if (granularity == 0 || k2MiB % granularity != 0) {
+    throw std::runtime_error(fmt::format(
+        "monet: cuda:{} maps memory in granules of {} bytes, which do not tile 2 MiB; unset "
+        "MONET_CUDA_SEGMENTS to use whole segments",
+        device_, granularity));
+  }
+  granularity_ = k2MiB;
 }
 
 std::string CudaBackend::device_name() const { return fmt::format("cuda:{}", device_); }
 
 void* CudaBackend::reserve(std::size_t bytes) {
   DeviceScope scope(api_, device_);
+  if (driver_ != nullptr) {
+    CUdeviceptr base = 0;
+    const CUresult status = driver_->address_reserve(&base, bytes, granularity_, 0, 0);
+    if (status == CUDA_ERROR_OUT_OF_MEMORY) return nullptr;
+    check(status, "cuMemAddressReserve");
+    return reinterpret_cast<void*>(base);
+  }
   void* p = nullptr;
   const cudaError_t status = api_.malloc(&p, bytes);
   if (status == cudaErrorMemoryAllocation) {
@@ -69,9 +131,50 @@ void* CudaBackend::reserve(std::size_t bytes) {
   return p;
 }
 
-void CudaBackend::release(void* segment, std::size_t) {
+void CudaBackend::release(void* segment, std::size_t bytes) {
   DeviceScope scope(api_, device_);
+  if (driver_ != nullptr) {
+    // The pool decommits every granule before it releases a segment.
+    check(driver_->address_free(reinterpret_cast<CUdeviceptr>(segment), bytes), "cuMemAddressFree");
+    return;
+  }
   check(api_.free(segment), "cudaFree");
+}
+
+bool CudaBackend::commit(void* ptr, std::size_t bytes) {
+  DeviceScope scope(api_, device_);
+  const auto base = reinterpret_cast<CUdeviceptr>(ptr);
+  CUmemAccessDesc access{};
+  access.location = prop_.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  for (std::size_t offset = 0; offset < bytes; offset += granularity_) {
+    CUmemGenericAllocationHandle handle{};
+    const CUresult status = driver_->create(&handle, granularity_, &prop_, 0);
+    if (status == CUDA_ERROR_OUT_OF_MEMORY) {
+      if (offset != 0) decommit(ptr, offset);  // all or nothing
+      return false;
+    }
+    check(status, "cuMemCreate");
+    check(driver_->map(base + offset, granularity_, 0, handle, 0), "cuMemMap");
+    check(driver_->set_access(base + offset, granularity_, &access, 1), "cuMemSetAccess");
+    handles_.emplace(base + offset, handle);
+  }
+  return true;
+}
+
+void CudaBackend::decommit(void* ptr, std::size_t bytes) {
+  DeviceScope scope(api_, device_);
+  // Blocks are freed in stream order, so kernels queued before the free may still read them:
+  // unmapping must wait for the device, as cudaFree does.
+  check(api_.device_synchronize(), "cudaDeviceSynchronize");
+  const auto base = reinterpret_cast<CUdeviceptr>(ptr);
+  for (std::size_t offset = 0; offset < bytes; offset += granularity_) {
+    auto it = handles_.find(base + offset);
+    if (it == handles_.end()) continue;
+    check(driver_->unmap(base + offset, granularity_), "cuMemUnmap");
+    check(driver_->release(it->second), "cuMemRelease");
+    handles_.erase(it);
+  }
 }
 
 Event CudaBackend::record_event(Stream stream) {
@@ -99,6 +202,13 @@ void CudaBackend::wait_event(Event event) {
 void CudaBackend::destroy_event(Event event) {
   DeviceScope scope(api_, device_);
   check(api_.event_destroy(reinterpret_cast<cudaEvent_t>(event)), "cudaEventDestroy");
+}
+
+void CudaBackend::check(CUresult status, const char* what) const {
+  if (status == CUDA_SUCCESS) return;
+  const char* text = "unknown error";
+  driver_->get_error_string(status, &text);
+  throw std::runtime_error(fmt::format("monet: {} failed on cuda:{}: {}", what, device_, text));
 }
 
 void CudaBackend::check(cudaError_t status, const char* what) const {

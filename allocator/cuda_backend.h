@@ -1,6 +1,15 @@
-// Device memory of one CUDA device: segments from cudaMalloc, events from cudaEvent*. Every call
-// is made with the backend's device current, and the caller's current device is restored after.
+// Device memory of one CUDA device, events from cudaEvent*. Every call is made with the backend's
+// device current, and the caller's current device is restored after.
+//
+// Two ways to hold memory:
+// - whole segments from cudaMalloc (the default);
+// - expandable segments: address ranges from cuMemAddressReserve, with physical memory created and
+//   mapped granule by granule (cuMemCreate, cuMemMap) as the pool commits, and unmapped and
+//   released as it decommits (see Backend). Chosen with MONET_CUDA_SEGMENTS=expandable.
 #pragma once
+
+#include <mutex>
+#include <unordered_map>
 
 #include "allocator/backend.h"
 #include "allocator/cuda_api.h"
@@ -9,13 +18,17 @@ namespace monet {
 
 class CudaBackend : public Backend {
  public:
-  // `api` must outlive the backend. Throws std::runtime_error if `device` cannot be used.
-  CudaBackend(const CudaApi& api, int device);
+  // `api` (and `driver`) must outlive the backend. With `driver`, segments are expandable.
+  // Throws std::runtime_error if `device` cannot be used, or cannot map memory by granule.
+  CudaBackend(const CudaApi& api, int device, const CudaDriverApi* driver = nullptr);
 
   std::string device_name() const override;
   std::size_t total_bytes() const override { return total_bytes_; }
   void* reserve(std::size_t bytes) override;
   void release(void* segment, std::size_t bytes) override;
+  std::size_t granularity() const override { return granularity_; }
+  bool commit(void* ptr, std::size_t bytes) override;
+  void decommit(void* ptr, std::size_t bytes) override;
   Event record_event(Stream stream) override;
   bool event_done(Event event) override;
   void wait_event(Event event) override;
@@ -25,10 +38,15 @@ class CudaBackend : public Backend {
 
  private:
   void check(cudaError_t status, const char* what) const;
+  void check(CUresult status, const char* what) const;
 
   const CudaApi& api_;
+  const CudaDriverApi* driver_;  // null: whole segments
   int device_;
   std::size_t total_bytes_ = 0;
+  std::size_t granularity_ = 0;  // 0 with whole segments
+  CUmemAllocationProp prop_{};
+  std::unordered_map<CUdeviceptr, CUmemGenericAllocationHandle> handles_;  // by granule address
 };
 
 }  // namespace monet

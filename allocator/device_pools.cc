@@ -70,6 +70,16 @@ CachingAllocator& make_pool(State& s, std::unique_ptr<Backend> backend, const ch
   return result;
 }
 
+// MONET_CUDA_SEGMENTS: whole (cudaMalloc) or expandable (the driver's virtual memory API).
+bool cuda_segments_expandable() {
+  const auto value = env_value("MONET_CUDA_SEGMENTS");
+  if (!value || *value == "whole") return false;
+  if (*value == "expandable") return true;
+  throw ConfigError(fmt::format(
+      "MONET_CUDA_SEGMENTS='{}' is not a way to hold CUDA memory. Use whole or expandable.",
+      *value));
+}
+
 }  // namespace
 
 void set_cuda_api(const CudaApi* api) {
@@ -111,8 +121,17 @@ CachingAllocator& cuda(int device) {
   }
   if (CachingAllocator* a = s.cuda[device].load(std::memory_order_relaxed)) return *a;
 #ifdef MONET_HAVE_CUDA
+  const CudaDriverApi* driver = nullptr;
+  if (cuda_segments_expandable()) {
+    driver = cuda_driver_api();
+    if (driver == nullptr) {
+      throw ConfigError(
+          "MONET_CUDA_SEGMENTS=expandable needs the CUDA driver's virtual memory API, which "
+          "libcuda.so.1 does not provide here. Unset MONET_CUDA_SEGMENTS to use whole segments.");
+    }
+  }
   CachingAllocator& a =
-      make_pool(s, std::make_unique<CudaBackend>(*s.cuda_api, device), "MONET_BUDGET");
+      make_pool(s, std::make_unique<CudaBackend>(*s.cuda_api, device, driver), "MONET_BUDGET");
   s.cuda[device].store(&a, std::memory_order_release);
   return a;
 #else
@@ -133,6 +152,7 @@ void validate_environment() {
   const std::size_t ram = physical_memory_bytes();
   budget_from("MONET_BUDGET", ram);
   budget_from("MONET_CPU_BUDGET", ram);
+  cuda_segments_expandable();
   if (auto stats = env_value("MONET_STATS");
       stats && *stats != "0" && *stats != "1" && *stats != "auto") {
     throw ConfigError(fmt::format("MONET_STATS='{}' is not 1, 0 or auto.", *stats));

@@ -108,7 +108,6 @@ void hook_torch_if_loaded() {
 #ifdef MONET_HAVE_CUDA
 struct RealCuda {
   CudaApi api;
-  cudaError_t (*device_synchronize)() = nullptr;
 };
 
 // The CUDA runtime after this library, looked up on first use (the program loads it after us).
@@ -121,7 +120,6 @@ const RealCuda& real_cuda() {
 #define MONET_NEXT(member, function) next(r.api.member, #function);
     MONET_CUDA_API(MONET_NEXT)
 #undef MONET_NEXT
-    next(r.device_synchronize, "cudaDeviceSynchronize");
     return r;
   }();
   return real;
@@ -131,7 +129,7 @@ const RealCuda& real_cuda() {
 CachingAllocator* current_pool() {
   static std::once_flag once;
   const RealCuda& real = real_cuda();
-  if (!real.api.complete() || real.device_synchronize == nullptr) return nullptr;
+  if (!real.api.complete()) return nullptr;
   std::call_once(once, [&] { pools::set_cuda_api(&real.api); });
   int device = 0;
   if (real.api.get_device(&device) != cudaSuccess) return nullptr;
@@ -194,7 +192,7 @@ __attribute__((visibility("default"))) cudaError_t cudaFree(void* ptr) {
   if (pool == nullptr || !pool->owns(ptr)) return preload::real_cuda().api.free(ptr);
   // cudaFree waits for the device, and callers rely on it: kernels still using the block must
   // finish before monet hands it out again.
-  const cudaError_t status = preload::real_cuda().device_synchronize();
+  const cudaError_t status = preload::real_cuda().api.device_synchronize();
   pool->free(ptr);
   return status;
 }

@@ -15,6 +15,9 @@ const std::vector<Knob>& knobs() {
        "7500MB, 512MiB, 1073741824, or 60% of the device's memory (of RAM on CPU)."},
       {"MONET_CPU_BUDGET", "unset (no cap)",
        "Cap on monet's CPU pool when a GPU is the training device (same forms as MONET_BUDGET)."},
+      {"MONET_CUDA_SEGMENTS", "whole",
+       "How monet holds CUDA memory: whole (cudaMalloc segments) or expandable (address ranges "
+       "whose memory is mapped 2 MiB at a time, so changing shapes fragment less)."},
       {"MONET_LOG", "warn", "How much monet says on stderr: error, warn, info or debug."},
       {"MONET_PLANNER", "monet",
        "How plans are chosen: none, all, sqrt, greedy, dp or monet (docs/planner.md)."},

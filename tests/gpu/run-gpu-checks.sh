@@ -37,6 +37,12 @@ PYTORCH_NO_CUDA_MEMORY_CACHING=1 MONET_LIB_DIR=build-gpu/lib build-gpu/tools/mon
   --budget 8GiB --stats -- python3 "$train" --device cuda --steps 5 > "$out/preload-uncached.log" 2>&1
 log "preload uncached: exit $?"
 
+log "== preload with expandable segments"
+MONET_CUDA_SEGMENTS=expandable MONET_LIB_DIR=build-gpu/lib build-gpu/tools/monet run \
+  --budget 8GiB --stats -- python3 "$train" --device cuda --steps 20 --batch 64 \
+  > "$out/preload-expandable.log" 2>&1
+log "preload expandable: exit $?; $(grep -E 'fragmentation' "$out/preload-expandable.log")"
+
 log "== pluggable allocator: ResNet-18 on cuda"
 MONET_BUDGET=8GiB MONET_STATS=1 python3 "$train" --device cuda --steps 20 --batch 64 \
   --pluggable build-gpu/lib/libmonet.so > "$out/pluggable.log" 2>&1
