@@ -27,11 +27,13 @@ DpChoices DpChoices::defaults(int stages) {
 }
 
 CheckpointDp::CheckpointDp(const BlockCosts& costs, DpChoices choices, DpOptions options)
-    : costs_(costs), choices_(std::move(choices)), options_(options), stages_(costs.stages()) {
+    : costs_(costs),
+      choices_(std::move(choices)),
+      options_(options),
+      stages_(costs.stages()),
+      merge_(options.max_front) {
   assert(static_cast<int>(choices_.keep.size()) == stages_);
   assert(!choices_.segment.empty());
-  fronts_.resize(2 * (stages_ + 1));
-  ends_.resize(stages_ + 1);
   least_rest_.assign(stages_ + 1, 0.0);
   for (int i = stages_; i >= 1; --i) {
     double least = std::numeric_limits<double>::infinity();
@@ -39,6 +41,10 @@ CheckpointDp::CheckpointDp(const BlockCosts& costs, DpChoices choices, DpOptions
       least = std::min(least, costs_.fwd_time(i, v) + costs_.bwd_time(i, v));
     }
     least_rest_[i - 1] = least_rest_[i] + least;
+  }
+  kept_.resize(stages_);
+  for (int i = 1; i <= stages_; ++i) {
+    for (int v : choices_.keep[i - 1]) kept_[i - 1].push_back(KeptOption{costs_.kept(i, v), v});
   }
   compute_need();
 }
@@ -158,167 +164,100 @@ void CheckpointDp::compute_need() {
     side = arg.kind == kKept ? 0 : 1;
     i = arg.last;
   }
-}
-
-std::int32_t CheckpointDp::add_run(const std::vector<Entry>& source, std::int32_t begin,
-                                   std::int64_t limit, std::int64_t retained, double time, int from,
-                                   int side, Kind kind, int choice) {
-  const auto end = std::partition_point(source.begin() + begin, source.end(),
-                                        [&](const Entry& e) { return e.retained <= limit; });
-  const auto size = static_cast<std::int32_t>(end - source.begin());
-  // Times fall along a front: the entries too slow to beat the incumbent are a prefix.
-  const double rest = bound_ - time - least_rest_[last_boundary_];
-  const auto fast = std::partition_point(source.begin() + begin, end,
-                                         [&](const Entry& e) { return e.time >= rest; });
-  const auto first = static_cast<std::int32_t>(fast - source.begin());
-  if (size > first) {
-    runs_.push_back(Run{source.data(), first, size, retained, time, from,
-                        static_cast<std::int16_t>(choice), static_cast<std::uint8_t>(side), kind});
+  lean_by_start_.assign(stages_ + 1, {});
+  lean_last_.assign(stages_ + 1, 0);
+  for (std::size_t k = 0; k < lean_segments_.size(); ++k) {
+    const LeanSegment& lean = lean_segments_[k];
+    lean_by_start_[lean.first].push_back(static_cast<int>(k));
+    lean_last_[lean.first] = std::max(lean_last_[lean.first], lean.last);
   }
-  return std::max(size, begin);
 }
 
-void CheckpointDp::add_segment_runs(int start, int last, std::int64_t headroom) {
-  std::vector<SegmentOption>& options = ends_[start];
-  std::sort(options.begin(), options.end(), [](const SegmentOption& x, const SegmentOption& y) {
-    return x.time != y.time ? x.time < y.time : x.local < y.local;
-  });
+std::pair<const DpState*, const DpState*> CheckpointDp::admitted(const DpState* begin,
+                                                                 const DpState* end,
+                                                                 std::int64_t limit, double time,
+                                                                 int boundary) const {
+  const DpState* last =
+      std::partition_point(begin, end, [&](const DpState& s) { return s.retained <= limit; });
+  // Times fall along a front: the states too slow to beat the incumbent are a prefix.
+  const double rest = bound_ - time - least_rest_[boundary];
+  const DpState* first =
+      std::partition_point(begin, last, [&](const DpState& s) { return s.time >= rest; });
+  return {first, last};
+}
+
+std::int32_t CheckpointDp::add_run(std::int32_t begin, std::int32_t end, std::int64_t limit,
+                                   std::int64_t retained, double time, int from, Kind kind,
+                                   int choice) {
+  const DpState* states = pool_.data();
+  const auto range = admitted(states + begin, states + end, limit, time, runs_boundary_);
+  const auto first = static_cast<std::int32_t>(range.first - states);
+  const auto last = static_cast<std::int32_t>(range.second - states);
+  if (last > first) {
+    runs_.push_back(StateRun{first, last, retained, time, from, static_cast<std::int16_t>(choice),
+                             static_cast<std::uint8_t>(kind)});
+  }
+  return std::max(last, begin);
+}
+
+bool CheckpointDp::add_segment_runs(int start, int b, std::int64_t headroom) {
+  const std::int32_t begin = front_begin(start - 1, 0);
+  const std::int32_t end = front_end(start - 1, 0);
+  const std::int64_t least_retained = pool_[begin].retained;
+  const double fastest = pool_[end - 1].time;
+  const int layers = static_cast<int>(choices_.segment.size());
+  SegmentScan* scans = scans_.data() + static_cast<std::size_t>(start) * layers;
+  std::uint8_t* growing = growing_.data() + static_cast<std::size_t>(start) * layers;
+  options_at_.clear();
+  bool open = false;
+  for (int l = 0; l < layers; ++l) {
+    if (!growing[l]) continue;
+    SegmentScan& scan = scans[l];
+    scan.extend(choices_.segment[l][b - 1]);
+    // Both tests only grow with b: no longer segment of this layer can do better.
+    if (scan.local_lower_bound() > headroom - least_retained ||
+        fastest + scan.time() + least_rest_[b] >= bound_) {
+      growing[l] = 0;
+      continue;
+    }
+    open = true;
+    options_at_.push_back(SegmentOption{scan.local(), scan.time(), kLayer, l});
+  }
+  for (int k : lean_by_start_[start]) {
+    const LeanSegment& lean = lean_segments_[k];
+    if (lean.last == b) options_at_.push_back(SegmentOption{lean.local, lean.time, kLean, k});
+  }
+  open = open || b < lean_last_[start];
   // Fastest first; an option is worth it only where it needs less room than every faster one.
   // A state takes the fastest option its room admits, so the options split the source front,
   // sorted by P, into consecutive ranges.
-  const std::vector<Entry>& source = front(start - 1, 0);
+  for (std::size_t k = 1; k < options_at_.size(); ++k) {
+    const SegmentOption option = options_at_[k];
+    std::size_t j = k;
+    for (; j > 0 &&
+           (options_at_[j - 1].time > option.time ||
+            (options_at_[j - 1].time == option.time && options_at_[j - 1].local > option.local));
+         --j) {
+      options_at_[j] = options_at_[j - 1];
+    }
+    options_at_[j] = option;
+  }
   const std::int64_t retained = costs_.out(start - 1);
-  const std::int64_t after = retained + need(last, 1);
+  const std::int64_t after = retained + need(b, 1);
   std::int64_t least_local = std::numeric_limits<std::int64_t>::max();
-  std::int32_t begin = 0;
-  for (const SegmentOption& option : options) {
+  std::int32_t from = begin;
+  for (const SegmentOption& option : options_at_) {
     if (option.local >= least_local) continue;
     least_local = option.local;
     const std::int64_t limit = headroom - std::max(option.local, after);
-    begin = add_run(source, begin, limit, retained, option.time, start - 1, 0, option.kind,
-                    option.choice);
+    from = add_run(from, end, limit, retained, option.time, start - 1, option.kind, option.choice);
   }
+  return open;
 }
 
-void CheckpointDp::gather_runs(std::vector<Entry>* target) {
-  target->clear();
-  std::size_t candidates = 0;
-  std::int64_t low = std::numeric_limits<std::int64_t>::max();
-  std::int64_t high = std::numeric_limits<std::int64_t>::min();
-  for (const Run& run : runs_) {
-    candidates += static_cast<std::size_t>(run.size - run.begin);
-    low = std::min(low, run.base[run.begin].retained + run.retained);
-    high = std::max(high, run.base[run.size - 1].retained + run.retained);
-  }
-  if (candidates == 0) return;
-
-  // Most candidates are beaten by one in a lower P bucket: two linear passes drop those, and
-  // only the rest are sorted. Exact: the bucket of a P is monotone in P, so a candidate is
-  // dropped only when another has less P and is at least as fast. About one candidate a bucket.
-  const std::size_t buckets = std::min<std::size_t>(candidates, 4096);
-  const double scale =
-      static_cast<double>(buckets - 1) / static_cast<double>(std::max<std::int64_t>(high - low, 1));
-  const auto bucket = [&](std::int64_t retained) {
-    return std::min(buckets - 1,
-                    static_cast<std::size_t>(static_cast<double>(retained - low) * scale)) +
-           1;
-  };
-  const double never = std::numeric_limits<double>::infinity();
-  fastest_below_.assign(buckets + 1, never);
-  for (const Run& run : runs_) {
-    for (std::int32_t k = run.begin; k < run.size; ++k) {
-      double& fastest = fastest_below_[bucket(run.base[k].retained + run.retained)];
-      fastest = std::min(fastest, run.base[k].time + run.time);
-    }
-  }
-  // fastest_below_[q]: the least time among candidates in buckets below q.
-  double running = never;
-  for (std::size_t q = 1; q < fastest_below_.size(); ++q) {
-    const double in_bucket = fastest_below_[q];
-    fastest_below_[q] = running;
-    running = std::min(running, in_bucket);
-  }
-  scratch_.clear();
-  for (const Run& run : runs_) {
-    for (std::int32_t k = run.begin; k < run.size; ++k) {
-      const Entry e{run.base[k].retained + run.retained,
-                    run.base[k].time + run.time,
-                    k,
-                    run.from,
-                    run.choice,
-                    run.side,
-                    run.kind};
-      if (e.time < fastest_below_[bucket(e.retained)]) scratch_.push_back(e);
-    }
-  }
-  const std::size_t limit = static_cast<std::size_t>(options_.max_front);
-  if (limit >= 2 && scratch_.size() > 4 * limit) {
-    keep_fastest_per_bucket(target);
-    return;
-  }
-  std::sort(scratch_.begin(), scratch_.end(), [](const Entry& x, const Entry& y) {
-    return x.retained != y.retained ? x.retained < y.retained : x.time < y.time;
-  });
-  double best_time = never;
-  for (const Entry& e : scratch_) {
-    if (e.time < best_time) {
-      best_time = e.time;
-      target->push_back(e);
-    }
-  }
-  thin(target);
-}
-
-void CheckpointDp::keep_fastest_per_bucket(std::vector<Entry>* target) {
-  bucketed_ = true;
-  const auto buckets = static_cast<std::size_t>(options_.max_front);
-  std::int64_t low = std::numeric_limits<std::int64_t>::max();
-  std::int64_t high = std::numeric_limits<std::int64_t>::min();
-  Entry least = scratch_.front();  // the least P, then the least time
-  for (const Entry& e : scratch_) {
-    low = std::min(low, e.retained);
-    high = std::max(high, e.retained);
-    if (e.retained < least.retained || (e.retained == least.retained && e.time < least.time)) {
-      least = e;
-    }
-  }
-  const double scale =
-      static_cast<double>(buckets - 1) / static_cast<double>(std::max<std::int64_t>(high - low, 1));
-  bucket_best_.assign(buckets, -1);
-  for (std::size_t k = 0; k < scratch_.size(); ++k) {
-    const auto q =
-        std::min(buckets - 1,
-                 static_cast<std::size_t>(static_cast<double>(scratch_[k].retained - low) * scale));
-    int& best = bucket_best_[q];
-    if (best < 0 || scratch_[k].time < scratch_[static_cast<std::size_t>(best)].time) {
-      best = static_cast<int>(k);
-    }
-  }
-  target->push_back(least);
-  for (int k : bucket_best_) {
-    if (k < 0) continue;
-    const Entry& e = scratch_[static_cast<std::size_t>(k)];
-    if (e.time < target->back().time && e.retained > target->back().retained) target->push_back(e);
-  }
-}
-
-void CheckpointDp::thin(std::vector<Entry>* front) {
-  const auto buckets = static_cast<std::size_t>(options_.max_front);
-  if (buckets < 2 || front->size() <= buckets) return;
-  bucketed_ = true;
-  const std::int64_t low = front->front().retained;
-  const std::int64_t width =
-      (front->back().retained - low) / static_cast<std::int64_t>(buckets - 1) + 1;
-  const auto bucket = [&](const Entry& e) { return (e.retained - low) / width; };
-  // Sorted by P with time falling: a bucket's fastest state is its last one. The first state,
-  // with the least P, stays too.
-  std::size_t kept = 1;
-  for (std::size_t k = 1; k < front->size(); ++k) {
-    if (k + 1 == front->size() || bucket((*front)[k + 1]) != bucket((*front)[k])) {
-      (*front)[kept++] = (*front)[k];
-    }
-  }
-  front->resize(kept);
+void CheckpointDp::append_front() {
+  if (!merge_.append_front(runs_, &pool_)) bucketed_ = true;
+  front_start_.push_back(static_cast<std::int32_t>(pool_.size()));
 }
 
 DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent) {
@@ -335,112 +274,94 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
     bound_ = time - 1e-12 * time;
   }
   bucketed_ = false;
-  for (std::vector<Entry>& f : fronts_) f.clear();
-  front(0, 0).push_back(Entry{0, 0.0, -1, -1, 0, 0, kKept});
-  struct OpenSegment {
-    SegmentScan scan;
-    int layer;
-  };
-  std::vector<OpenSegment> open;
+  pool_.clear();
+  pool_.push_back(DpState{0, 0.0, -1, -1, 0, kKept});
+  front_start_.assign({0, 1, 1});  // front(0, 0) is the start; nothing ends a segment at 0
+  const int layers = static_cast<int>(choices_.segment.size());
+  scans_.resize(static_cast<std::size_t>(stages_ + 1) * layers, SegmentScan(costs_, 1));
+  growing_.assign(scans_.size(), 0);
+  open_.clear();
 
   for (int b = 1; b <= stages_; ++b) {
-    last_boundary_ = b;
+    runs_boundary_ = b;
+    // Kept stage b follows either side alike: one front of both, then a run per variant.
+    FrontMerge::unite(pool_, front_begin(b - 1, 0), front_end(b - 1, 0), front_begin(b - 1, 1),
+                      front_end(b - 1, 1), &united_);
     runs_.clear();
-    for (int side = 0; side < 2; ++side) {
-      const std::vector<Entry>& source = front(b - 1, side);
-      if (source.empty()) continue;
-      for (int v : choices_.keep[b - 1]) {
-        const BlockCosts::Block block = costs_.kept(b, v);
-        const std::int64_t limit = headroom - std::max(block.local, block.retained + need(b, 0));
-        add_run(source, 0, limit, block.retained, block.time, b - 1, side, kKept, v);
+    for (const KeptOption& kept : kept_[b - 1]) {
+      const BlockCosts::Block& block = kept.block;
+      const std::int64_t limit = headroom - std::max(block.local, block.retained + need(b, 0));
+      const DpState* states = united_.data();
+      const auto range = admitted(states, states + united_.size(), limit, block.time, b);
+      if (range.first < range.second) {
+        runs_.push_back(StateRun{static_cast<std::int32_t>(range.first - states),
+                                 static_cast<std::int32_t>(range.second - states), block.retained,
+                                 block.time, b - 1, static_cast<std::int16_t>(kept.variant),
+                                 kKept});
       }
     }
-    gather_runs(&front(b, 0));
+    if (!merge_.append_front(united_, runs_, &pool_)) bucketed_ = true;
+    front_start_.push_back(static_cast<std::int32_t>(pool_.size()));
 
     runs_.clear();
-    if (!front(b - 1, 0).empty()) {
-      for (std::size_t l = 0; l < choices_.segment.size(); ++l) {
-        open.push_back(OpenSegment{SegmentScan(costs_, b), static_cast<int>(l)});
+    if (front_begin(b - 1, 0) != front_end(b - 1, 0)) {
+      for (int l = 0; l < layers; ++l) {
+        scans_[static_cast<std::size_t>(b) * layers + l] = SegmentScan(costs_, b);
+        growing_[static_cast<std::size_t>(b) * layers + l] = 1;
       }
+      open_.push_back(b);
     }
-    // Every way to end a segment at b, grouped by where it starts.
-    for (int start : touched_) ends_[start].clear();
-    touched_.clear();
-    const auto offer = [&](int start, const SegmentOption& option) {
-      if (ends_[start].empty()) touched_.push_back(start);
-      ends_[start].push_back(option);
-    };
-    std::size_t alive = 0;
-    for (std::size_t k = 0; k < open.size(); ++k) {
-      SegmentScan& scan = open[k].scan;
-      scan.extend(choices_.segment[open[k].layer][b - 1]);
-      // No longer segment from this start fits the state with the least P: close it.
-      if (scan.local_lower_bound() > headroom - front(scan.first() - 1, 0).front().retained) {
-        continue;
-      }
-      offer(scan.first(), SegmentOption{scan.local(), scan.time(), kLayer, open[k].layer});
-      if (alive != k) open[alive] = open[k];
-      ++alive;
+    std::size_t still_open = 0;
+    for (int start : open_) {
+      if (add_segment_runs(start, b, headroom)) open_[still_open++] = start;
     }
-    open.erase(open.begin() + static_cast<std::ptrdiff_t>(alive), open.end());
-    for (std::size_t k = 0; k < lean_segments_.size(); ++k) {
-      const LeanSegment& lean = lean_segments_[k];
-      if (lean.last != b || front(lean.first - 1, 0).empty()) continue;
-      offer(lean.first, SegmentOption{lean.local, lean.time, kLean, static_cast<int>(k)});
-    }
-    for (int start : touched_) add_segment_runs(start, b, headroom);
-    gather_runs(&front(b, 1));
+    open_.resize(still_open);
+    append_front();
   }
 
-  // Every entry at the last boundary fits: it passed need(L) = the turn when it was made.
-  int best_side = -1;
-  double best_time = std::numeric_limits<double>::infinity();
+  // Every state at the last boundary fits: it passed need(L) = the turn when it was made.
+  std::int32_t best = -1;
   for (int side = 0; side < 2; ++side) {
-    const std::vector<Entry>& last = front(stages_, side);
-    if (!last.empty() && last.back().time < best_time) {
-      best_time = last.back().time;
-      best_side = side;
-    }
+    const std::int32_t begin = front_begin(stages_, side), end = front_end(stages_, side);
+    if (begin != end && (best < 0 || pool_[end - 1].time < pool_[best].time)) best = end - 1;
   }
   DpSolution solution;
   solution.feasible = true;
   solution.min_feasible_bytes = min_feasible_bytes();
-  if (best_side < 0) {
+  if (best < 0) {
     // need(0) <= headroom guarantees a path, so only the incumbent's bound can have cut them all:
     // nothing is faster than the incumbent.
     assert(incumbent != nullptr);
     solution.plan = *incumbent;
   } else {
-    solution.plan =
-        reconstruct(stages_, best_side, static_cast<int>(front(stages_, best_side).size()) - 1);
+    solution.plan = reconstruct(best, stages_);
   }
   solution.peak_bytes = costs_.peak(solution.plan);
   solution.time = costs_.time(solution.plan);
   return solution;
 }
 
-Plan CheckpointDp::reconstruct(int boundary, int side, int index) {
+Plan CheckpointDp::reconstruct(std::int32_t index, int boundary) const {
   Plan plan;
   plan.stages.resize(stages_);
   while (boundary > 0) {
-    const Entry& e = front(boundary, side)[index];
-    for (int i = e.from + 1; i <= boundary; ++i) {
+    const DpState& s = pool_[index];
+    for (int i = s.from + 1; i <= boundary; ++i) {
       StagePlan& stage = plan.stages[i - 1];
-      switch (e.kind) {
+      switch (s.kind) {
         case kKept:
-          stage = StagePlan{false, e.choice};
+          stage = StagePlan{false, s.choice};
           break;
         case kLayer:
-          stage = StagePlan{true, choices_.segment[e.choice][i - 1]};
+          stage = StagePlan{true, choices_.segment[s.choice][i - 1]};
           break;
         case kLean:
-          stage = StagePlan{true, lean_segments_[e.choice].variants[i - e.from - 1]};
+          stage = StagePlan{true, lean_segments_[s.choice].variants[i - s.from - 1]};
           break;
       }
     }
-    boundary = e.from;
-    side = e.parent_side;
-    index = e.parent;
+    boundary = s.from;
+    index = s.parent;
   }
   return plan;
 }

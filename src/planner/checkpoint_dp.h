@@ -19,11 +19,13 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "monet/chain.h"
 #include "monet/planner.h"
 #include "planner/block_costs.h"
+#include "planner/front_merge.h"
 #include "planner/strategy_outcome.h"
 
 namespace monet {
@@ -92,30 +94,6 @@ class CheckpointDp {
  private:
   enum Kind : std::uint8_t { kKept, kLayer, kLean };
 
-  // One state: a way to reach a boundary. Parents live in the fronts of earlier boundaries.
-  struct Entry {
-    std::int64_t retained;     // P
-    double time;               // seconds so far
-    std::int32_t parent;       // index in the parent's front; -1 at the start
-    std::int32_t from;         // the parent's boundary: this block starts at stage from + 1
-    std::int16_t choice;       // variant (kept), layer, or index into lean_segments_
-    std::uint8_t parent_side;  // 1 when the parent's last block was a segment
-    Kind kind;
-  };
-
-  // A run of a source front (its admitted prefix), shifted by one block.
-  struct Run {
-    const Entry* base;
-    std::int32_t begin;  // entries [begin, size) of the source front
-    std::int32_t size;
-    std::int64_t retained;
-    double time;
-    std::int32_t from;
-    std::int16_t choice;
-    std::uint8_t side;
-    Kind kind;
-  };
-
   // A segment with its own variant mix, from the least-peak search.
   struct LeanSegment {
     int first;
@@ -124,13 +102,6 @@ class CheckpointDp {
     std::int64_t local;
     double time;
   };
-
-  std::vector<Entry>& front(int boundary, int side) { return fronts_[2 * boundary + side]; }
-  std::int64_t need(int boundary, int side) const { return need_[2 * boundary + side]; }
-  void compute_need();
-  // Whether segment a..b has a variant mix (from `lean`) with local() <= limit; the mix with the
-  // least saved bytes into *variants when it does.
-  bool lean_fits(int a, int b, std::int64_t limit, std::vector<int>* variants) const;
   // A way to end a segment at a boundary: its local(), time and what it is.
   struct SegmentOption {
     std::int64_t local;
@@ -138,21 +109,40 @@ class CheckpointDp {
     Kind kind;
     int choice;
   };
+  // A kept stage running one variant, as a block.
+  struct KeptOption {
+    BlockCosts::Block block;
+    int variant;
+  };
 
-  // Adds the run of `source` from `begin`, shifted by a block, admitting entries with
-  // P <= limit. Returns where the run ends (at least `begin`).
-  std::int32_t add_run(const std::vector<Entry>& source, std::int32_t begin, std::int64_t limit,
-                       std::int64_t retained, double time, int from, int side, Kind kind,
-                       int choice);
-  // Adds runs for the segment options of ends_[start] that end at boundary `last`.
-  void add_segment_runs(int start, int last, std::int64_t headroom);
-  // The Pareto front of (P, time) over every entry of runs_ into `target`, then thin().
-  void gather_runs(std::vector<Entry>* target);
-  // Cuts a front to options_.max_front states (DpOptions).
-  void thin(std::vector<Entry>* front);
-  // The same cut made straight from the candidates in scratch_, when they are many.
-  void keep_fastest_per_bucket(std::vector<Entry>* target);
-  Plan reconstruct(int boundary, int side, int index);
+  // Pool indices of front(boundary, side): after a kept block (side 0) or a segment (side 1).
+  std::int32_t front_begin(int boundary, int side) const {
+    return front_start_[2 * boundary + side];
+  }
+  std::int32_t front_end(int boundary, int side) const {
+    return front_start_[2 * boundary + side + 1];
+  }
+  std::int64_t need(int boundary, int side) const { return need_[2 * boundary + side]; }
+  void compute_need();
+  // Whether segment a..b has a variant mix (from `lean`) with local() <= limit; the mix with the
+  // least saved bytes into *variants when it does.
+  bool lean_fits(int a, int b, std::int64_t limit, std::vector<int>* variants) const;
+
+  // The states of front [begin, end) that may take a block of `time` seconds ending at
+  // `boundary`: P <= limit, and fast enough to beat the incumbent.
+  std::pair<const DpState*, const DpState*> admitted(const DpState* begin, const DpState* end,
+                                                     std::int64_t limit, double time,
+                                                     int boundary) const;
+  // Adds the run of pool states [begin, end) shifted by a block, admitting states with
+  // P <= limit that can still beat the incumbent. Returns where the admitted states end.
+  std::int32_t add_run(std::int32_t begin, std::int32_t end, std::int64_t limit,
+                       std::int64_t retained, double time, int from, Kind kind, int choice);
+  // Extends the segments from `start` to boundary b and adds their runs. False when no segment
+  // from `start` can reach b or beyond.
+  bool add_segment_runs(int start, int b, std::int64_t headroom);
+  // Appends the front of runs_ to the pool as the next front.
+  void append_front();
+  Plan reconstruct(std::int32_t index, int boundary) const;
 
   const BlockCosts& costs_;
   DpChoices choices_;
@@ -161,16 +151,23 @@ class CheckpointDp {
   bool bucketed_ = false;
   std::vector<std::int64_t> need_;  // 2 per boundary: after a kept block, after a segment
   std::vector<double> least_rest_;  // per boundary: the least time the stages after it take
-  double bound_ = 0.0;              // states must finish faster than this (the incumbent)
-  int last_boundary_ = 0;           // the boundary solve() is building
+  std::vector<std::vector<KeptOption>> kept_;  // per stage i (index i - 1)
   std::vector<LeanSegment> lean_segments_;
-  std::vector<std::vector<Entry>> fronts_;
-  std::vector<Run> runs_;
-  std::vector<Entry> scratch_;
-  std::vector<double> fastest_below_;
-  std::vector<int> bucket_best_;
-  std::vector<std::vector<SegmentOption>> ends_;  // by segment start, for one boundary
-  std::vector<int> touched_;                      // starts with options this boundary
+  std::vector<std::vector<int>> lean_by_start_;  // per start a: indices into lean_segments_
+  std::vector<int> lean_last_;                   // per start a: the last stage of its lean segments
+
+  // solve()'s state. The pool holds every front, one after another.
+  double bound_ = 0.0;     // states must finish faster than this (the incumbent)
+  int runs_boundary_ = 0;  // the boundary the runs being added end at
+  std::vector<DpState> pool_;
+  std::vector<std::int32_t> front_start_;  // 2 (L + 1) + 1 pool offsets
+  std::vector<StateRun> runs_;
+  std::vector<DpState> united_;  // the front of both sides of a boundary, for kept stages
+  FrontMerge merge_;
+  std::vector<int> open_;              // segment starts that may still end at a later boundary
+  std::vector<SegmentScan> scans_;     // per start and layer, the segment grown so far
+  std::vector<std::uint8_t> growing_;  // per start and layer, whether it may still fit
+  std::vector<SegmentOption> options_at_;
 };
 
 // The `dp` strategy: CheckpointDp over default variants.

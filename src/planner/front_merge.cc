@@ -1,0 +1,235 @@
+#include "planner/front_merge.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace monet {
+namespace {
+
+// Up to this many runs are merged one after another; more go through buckets.
+constexpr std::size_t kMergedRuns = 4;
+// The most P buckets: about one candidate per bucket, within this.
+constexpr std::size_t kMaxBuckets = 4096;
+
+bool by_retained_then_time(const DpState& x, const DpState& y) {
+  return x.retained != y.retained ? x.retained < y.retained : x.time < y.time;
+}
+
+// Grows `pool` geometrically, so that appending a front seldom moves it.
+void make_room(std::vector<DpState>* pool, std::size_t more) {
+  const std::size_t need = pool->size() + more;
+  if (pool->capacity() < need) pool->reserve(std::max(need, 2 * pool->capacity()));
+}
+
+DpState candidate(const DpState* states, bool indirect, const StateRun& run, std::int32_t k) {
+  return DpState{states[k].retained + run.retained,
+                 states[k].time + run.time,
+                 indirect ? states[k].parent : k,
+                 run.from,
+                 run.choice,
+                 run.kind};
+}
+
+// The front of two fronts (each sorted by P, time falling), written from `out` on; returns its
+// end. `out` must have room for both.
+DpState* merge_fronts(const DpState* x, const DpState* x_end, const DpState* y,
+                      const DpState* y_end, DpState* out) {
+  double best = std::numeric_limits<double>::infinity();
+  while (x != x_end && y != y_end) {
+    const DpState* s = by_retained_then_time(*y, *x) ? y++ : x++;
+    if (s->time < best) {
+      best = s->time;
+      *out++ = *s;
+    }
+  }
+  for (; x != x_end; ++x) {
+    if (x->time < best) {
+      best = x->time;
+      *out++ = *x;
+    }
+  }
+  for (; y != y_end; ++y) {
+    if (y->time < best) {
+      best = y->time;
+      *out++ = *y;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool FrontMerge::append_front(const std::vector<StateRun>& runs, std::vector<DpState>* pool) {
+  return append(pool->data(), false, runs, pool);
+}
+
+bool FrontMerge::append_front(const std::vector<DpState>& source, const std::vector<StateRun>& runs,
+                              std::vector<DpState>* pool) {
+  return append(source.data(), true, runs, pool);
+}
+
+bool FrontMerge::append(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
+                        std::vector<DpState>* pool) {
+  std::size_t candidates = 0;
+  for (const StateRun& run : runs) candidates += static_cast<std::size_t>(run.end - run.begin);
+  const std::size_t first = pool->size();
+  if (candidates == 0) return true;
+  if (runs.size() <= kMergedRuns) {
+    merge_runs(states, indirect, runs, pool);
+  } else {
+    bucket_runs(states, indirect, runs, candidates, pool);
+  }
+  return !thin(first, pool);
+}
+
+void FrontMerge::merge_runs(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
+                            std::vector<DpState>* pool) {
+  // `states` may be the pool itself: every candidate is written out before the pool grows.
+  std::size_t candidates = 0;
+  for (const StateRun& run : runs) candidates += static_cast<std::size_t>(run.end - run.begin);
+  scratch_.resize(candidates);
+  merged_.resize(candidates);
+  spare_.resize(candidates);
+  DpState* out = scratch_.data();
+  std::size_t merged = 0;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    // A front extended by one block is still a front: P rising, time falling.
+    const StateRun& run = runs[r];
+    DpState* begin = out;
+    for (std::int32_t k = run.begin; k < run.end; ++k) *out++ = candidate(states, indirect, run, k);
+    if (r == 0) {
+      std::copy(begin, out, merged_.data());
+      merged = static_cast<std::size_t>(out - begin);
+    } else {
+      merged = static_cast<std::size_t>(
+          merge_fronts(merged_.data(), merged_.data() + merged, begin, out, spare_.data()) -
+          spare_.data());
+      merged_.swap(spare_);
+    }
+  }
+  pool->insert(pool->end(), merged_.begin(), merged_.begin() + static_cast<std::ptrdiff_t>(merged));
+}
+
+void FrontMerge::bucket_runs(const DpState* states, bool indirect,
+                             const std::vector<StateRun>& runs, std::size_t candidates,
+                             std::vector<DpState>* pool) {
+  const std::size_t first = pool->size();
+  std::int64_t low = std::numeric_limits<std::int64_t>::max();
+  std::int64_t high = std::numeric_limits<std::int64_t>::min();
+  for (const StateRun& run : runs) {
+    low = std::min(low, states[run.begin].retained + run.retained);
+    high = std::max(high, states[run.end - 1].retained + run.retained);
+  }
+  const auto limit = static_cast<std::size_t>(max_front_);
+  const std::size_t wanted = limit >= 2 ? std::min(candidates, 2 * limit) : candidates;
+  std::size_t count = 1;
+  while (count < std::min(wanted, kMaxBuckets)) count *= 2;
+  int shift = 0;
+  while (static_cast<std::uint64_t>(high - low) >> shift >= count) ++shift;
+  constexpr std::int64_t kEmpty = std::numeric_limits<std::int64_t>::max();
+  buckets_.assign(count, Bucket{std::numeric_limits<double>::infinity(), kEmpty, 0, 0, 0.0});
+  Bucket* buckets = buckets_.data();
+  // Each bucket keeps its fastest candidate, the least P among equally fast ones.
+  bool shared = false;  // whether some bucket holds a slower candidate with less P
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const StateRun& run = runs[r];
+    for (std::int32_t k = run.begin; k < run.end; ++k) {
+      const std::int64_t retained = states[k].retained + run.retained;
+      const double time = states[k].time + run.time;
+      Bucket& bucket = buckets[static_cast<std::uint64_t>(retained - low) >> shift];
+      if (time < bucket.time || (time == bucket.time && retained < bucket.retained)) {
+        shared = shared || bucket.retained < retained;
+        bucket = Bucket{time, retained, static_cast<std::int32_t>(r), k, 0.0};
+      } else {
+        shared = shared || retained < bucket.retained;
+      }
+    }
+  }
+  // `states` may be the pool itself: room first, so that it does not move while read.
+  make_room(pool, count);
+  if (!indirect) states = pool->data();
+  const auto walk = [&](const DpState* extra, const DpState* extras_end) {
+    double best = std::numeric_limits<double>::infinity();
+    const auto keep = [&](const DpState& s) {
+      if (s.time < best) {
+        best = s.time;
+        pool->push_back(s);
+      }
+    };
+    for (std::size_t q = 0; q < count; ++q) {
+      Bucket& bucket = buckets[q];
+      if (bucket.retained == kEmpty) continue;
+      for (; extra != extras_end && extra->retained < bucket.retained; ++extra) keep(*extra);
+      keep(candidate(states, indirect, runs[static_cast<std::size_t>(bucket.run)], bucket.index));
+      bucket.below = best;  // for now, the least time up to and including this bucket
+    }
+  };
+  walk(nullptr, nullptr);
+  if (!shared || (limit >= 2 && pool->size() - first > limit)) return;
+
+  // The front may be small enough to keep whole: walk again with the candidates slower than
+  // their bucket's fastest but holding less P, and faster than every bucket below.
+  double below = std::numeric_limits<double>::infinity();
+  for (std::size_t q = 0; q < count; ++q) {
+    const double upto = buckets[q].below;
+    buckets[q].below = below;
+    if (buckets[q].retained != kEmpty) below = upto;
+  }
+  scratch_.clear();
+  for (const StateRun& run : runs) {
+    for (std::int32_t k = run.begin; k < run.end; ++k) {
+      const std::int64_t retained = states[k].retained + run.retained;
+      const Bucket& bucket = buckets[static_cast<std::uint64_t>(retained - low) >> shift];
+      const double time = states[k].time + run.time;
+      if (retained < bucket.retained && time > bucket.time && time < bucket.below) {
+        scratch_.push_back(candidate(states, indirect, run, k));
+      }
+    }
+  }
+  std::sort(scratch_.begin(), scratch_.end(), by_retained_then_time);
+  pool->resize(first);
+  make_room(pool, count + scratch_.size());
+  if (!indirect) states = pool->data();
+  walk(scratch_.data(), scratch_.data() + scratch_.size());
+}
+
+void FrontMerge::unite(const std::vector<DpState>& pool, std::int32_t x_begin, std::int32_t x_end,
+                       std::int32_t y_begin, std::int32_t y_end, std::vector<DpState>* united) {
+  united->resize(static_cast<std::size_t>(x_end - x_begin + y_end - y_begin));
+  const DpState* states = pool.data();
+  DpState* out = united->data();
+  std::int32_t i = x_begin, j = y_begin;
+  double best = std::numeric_limits<double>::infinity();
+  while (i < x_end || j < y_end) {
+    const std::int32_t k =
+        j == y_end || (i < x_end && !by_retained_then_time(states[j], states[i])) ? i++ : j++;
+    if (states[k].time < best) {
+      best = states[k].time;
+      *out = states[k];
+      out->parent = k;
+      ++out;
+    }
+  }
+  united->resize(static_cast<std::size_t>(out - united->data()));
+}
+
+bool FrontMerge::thin(std::size_t first, std::vector<DpState>* pool) const {
+  const auto buckets = static_cast<std::size_t>(max_front_);
+  const std::size_t size = pool->size() - first;
+  if (buckets < 2 || size <= buckets) return false;
+  DpState* front = pool->data() + first;
+  const std::int64_t low = front[0].retained;
+  const std::int64_t width =
+      (front[size - 1].retained - low) / static_cast<std::int64_t>(buckets - 1) + 1;
+  const auto bucket = [&](const DpState& s) { return (s.retained - low) / width; };
+  // Sorted by P with time falling: a bucket's fastest state is its last one. The first state,
+  // with the least P, stays too.
+  std::size_t kept = 1;
+  for (std::size_t k = 1; k < size; ++k) {
+    if (k + 1 == size || bucket(front[k + 1]) != bucket(front[k])) front[kept++] = front[k];
+  }
+  pool->resize(first + kept);
+  return true;
+}
+
+}  // namespace monet
