@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
-#include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "monet/errors.h"
 
@@ -16,19 +18,49 @@ std::string stage_label(const Chain& chain, std::size_t index) {
   return fmt::format("stages[{}] \"{}\"", index, chain.stages[index].name);
 }
 
-void check_bytes(std::string_view where, const char* field, std::int64_t value) {
+// Where a field is, for an error message: made only when there is an error, since chains are
+// checked on every plan.
+std::string stage_where(const Chain& chain, std::string_view source, std::size_t stage) {
+  return fmt::format("{}: {}", source, stage_label(chain, stage));
+}
+
+std::string variant_where(const Chain& chain, std::string_view source, std::size_t stage,
+                          std::size_t variant) {
+  return fmt::format("{}: variants[{}] \"{}\"", stage_where(chain, source, stage), variant,
+                     chain.stages[stage].variants[variant].name);
+}
+
+void check_bytes(const Chain& chain, std::string_view source, std::size_t stage,
+                 std::size_t variant, const char* field, std::int64_t value) {
   if (value < 0) {
     throw ConfigError(fmt::format("{}: \"{}\" must be a non-negative number of bytes, got {}",
-                                  where, field, value));
+                                  variant_where(chain, source, stage, variant), field, value));
   }
 }
 
-void check_time(std::string_view where, const char* field, double value) {
+void check_time(const Chain& chain, std::string_view source, std::size_t stage, std::size_t variant,
+                const char* field, double value) {
   if (!std::isfinite(value) || value < 0.0) {
     throw ConfigError(
-        fmt::format("{}: \"{}\" must be a non-negative, finite number of seconds, got {}", where,
-                    field, value));
+        fmt::format("{}: \"{}\" must be a non-negative, finite number of seconds, got {}",
+                    variant_where(chain, source, stage, variant), field, value));
   }
+}
+
+// The first index whose name repeats an earlier one, or names.size(). Chains are checked on
+// every plan: long lists are sorted first, since a repeat is rare.
+std::size_t first_repeat(const std::vector<std::string_view>& names) {
+  if (names.size() > 8) {
+    std::vector<std::string_view> sorted = names;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) return names.size();
+  }
+  for (std::size_t i = 1; i < names.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (names[i] == names[j]) return i;
+    }
+  }
+  return names.size();
 }
 
 }  // namespace
@@ -38,33 +70,48 @@ void validate_chain(const Chain& chain, std::string_view source) {
     throw ConfigError(
         fmt::format("{}: \"stages\" is empty; a chain needs at least one stage", source));
   }
-  check_bytes(source, "fixed_bytes", chain.fixed_bytes);
-  std::set<std::string> stage_names;
+  if (chain.fixed_bytes < 0) {
+    throw ConfigError(
+        fmt::format("{}: \"fixed_bytes\" must be a non-negative number of bytes, got {}", source,
+                    chain.fixed_bytes));
+  }
+  // The errors come in the order of the fields, the first repeated name where it repeats.
+  std::vector<std::string_view> names;
+  names.reserve(chain.stages.size());
+  for (const Stage& stage : chain.stages) names.push_back(stage.name);
+  const std::size_t repeated_stage = first_repeat(names);
   for (std::size_t i = 0; i < chain.stages.size(); ++i) {
     const Stage& stage = chain.stages[i];
-    const std::string label = fmt::format("{}: {}", source, stage_label(chain, i));
-    if (stage.name.empty()) throw ConfigError(fmt::format("{}: \"name\" is empty", label));
-    if (!stage_names.insert(stage.name).second) {
-      throw ConfigError(fmt::format("{}: \"name\" repeats an earlier stage's name", label));
+    if (stage.name.empty()) {
+      throw ConfigError(fmt::format("{}: \"name\" is empty", stage_where(chain, source, i)));
+    }
+    if (i == repeated_stage) {
+      throw ConfigError(fmt::format("{}: \"name\" repeats an earlier stage's name",
+                                    stage_where(chain, source, i)));
     }
     if (stage.variants.empty()) {
-      throw ConfigError(fmt::format(
-          "{}: \"variants\" is empty; a stage needs at least its default variant", label));
+      throw ConfigError(
+          fmt::format("{}: \"variants\" is empty; a stage needs at least its default variant",
+                      stage_where(chain, source, i)));
     }
-    std::set<std::string> variant_names;
+    names.clear();
+    for (const VariantCosts& c : stage.variants) names.push_back(c.name);
+    const std::size_t repeated_variant = first_repeat(names);
     for (std::size_t v = 0; v < stage.variants.size(); ++v) {
       const VariantCosts& c = stage.variants[v];
-      const std::string where = fmt::format("{}: variants[{}] \"{}\"", label, v, c.name);
-      if (c.name.empty()) throw ConfigError(fmt::format("{}: \"name\" is empty", where));
-      if (!variant_names.insert(c.name).second) {
-        throw ConfigError(fmt::format("{}: \"name\" repeats an earlier variant's name", where));
+      if (c.name.empty()) {
+        throw ConfigError(fmt::format("{}: \"name\" is empty", variant_where(chain, source, i, v)));
       }
-      check_bytes(where, "out_bytes", c.out_bytes);
-      check_bytes(where, "saved_bytes", c.saved_bytes);
-      check_bytes(where, "fwd_peak", c.fwd_peak);
-      check_bytes(where, "bwd_peak", c.bwd_peak);
-      check_time(where, "fwd_time", c.fwd_time);
-      check_time(where, "bwd_time", c.bwd_time);
+      if (v == repeated_variant) {
+        throw ConfigError(fmt::format("{}: \"name\" repeats an earlier variant's name",
+                                      variant_where(chain, source, i, v)));
+      }
+      check_bytes(chain, source, i, v, "out_bytes", c.out_bytes);
+      check_bytes(chain, source, i, v, "saved_bytes", c.saved_bytes);
+      check_bytes(chain, source, i, v, "fwd_peak", c.fwd_peak);
+      check_bytes(chain, source, i, v, "bwd_peak", c.bwd_peak);
+      check_time(chain, source, i, v, "fwd_time", c.fwd_time);
+      check_time(chain, source, i, v, "bwd_time", c.bwd_time);
     }
   }
 }

@@ -205,23 +205,32 @@ bool CheckpointDp::add_segment_runs(int start, int b, std::int64_t headroom) {
   const std::int32_t end = front_end(start - 1, 0);
   const std::int64_t least_retained = pool_[begin].retained;
   const double fastest = pool_[end - 1].time;
-  const int layers = static_cast<int>(choices_.segment.size());
-  SegmentScan* scans = scans_.data() + static_cast<std::size_t>(start) * layers;
-  std::uint8_t* growing = growing_.data() + static_cast<std::size_t>(start) * layers;
+  const std::int64_t input = costs_.out(start - 1);
+  const std::int64_t output = costs_.out(b);
+  const std::size_t layers = choices_.segment.size();
+  Growth* growth = growth_.data() + static_cast<std::size_t>(start) * layers;
+  const LayerStep* step = steps_.data() + static_cast<std::size_t>(b);
   options_at_.clear();
   bool open = false;
-  for (int l = 0; l < layers; ++l) {
-    if (!growing[l]) continue;
-    SegmentScan& scan = scans[l];
-    scan.extend(choices_.segment[l][b - 1]);
+  for (std::size_t l = 0; l < layers; ++l, step += stages_ + 1) {
+    Growth& g = growth[l];
+    if (!g.growing) continue;
+    // SegmentScan::extend, from the layer's table.
+    g.sum += step->grow;
+    // The first stage's forward holds the segment's input already counted in local().
+    g.forward = std::max(g.forward, b > start ? step->forward : step->forward - input);
+    g.recompute = std::max(g.recompute, g.sum + step->recompute);
+    g.backward = std::max(g.backward, g.sum + step->backward);
+    g.time += step->time;
     // Both tests only grow with b: no longer segment of this layer can do better.
-    if (scan.local_lower_bound() > headroom - least_retained ||
-        fastest + scan.time() + least_rest_[b] >= bound_) {
-      growing[l] = 0;
+    if (input + g.sum > headroom - least_retained || fastest + g.time + least_rest_[b] >= bound_) {
+      g.growing = false;
       continue;
     }
     open = true;
-    options_at_.push_back(SegmentOption{scan.local(), scan.time(), kLayer, l});
+    const std::int64_t local =
+        input + std::max(std::max(g.forward, output + g.recompute), g.backward);
+    options_at_.push_back(SegmentOption{local, g.time, kLayer, static_cast<int>(l)});
   }
   for (int k : lean_by_start_[start]) {
     const LeanSegment& lean = lean_segments_[k];
@@ -250,9 +259,26 @@ bool CheckpointDp::add_segment_runs(int start, int b, std::int64_t headroom) {
     if (option.local >= least_local) continue;
     least_local = option.local;
     const std::int64_t limit = headroom - std::max(option.local, after);
+    if (limit < pool_[from].retained) continue;  // admits nothing
     from = add_run(from, end, limit, retained, option.time, start - 1, option.kind, option.choice);
+    if (from == end) break;
   }
   return open;
+}
+
+void CheckpointDp::make_steps() {
+  const std::size_t layers = choices_.segment.size();
+  if (steps_.size() == layers * static_cast<std::size_t>(stages_ + 1)) return;
+  steps_.resize(layers * static_cast<std::size_t>(stages_ + 1));
+  for (std::size_t l = 0; l < layers; ++l) {
+    for (int j = 1; j <= stages_; ++j) {
+      const int v = choices_.segment[l][j - 1];
+      const std::int64_t in = costs_.out(j - 1), out = costs_.out(j);
+      steps_[l * static_cast<std::size_t>(stages_ + 1) + static_cast<std::size_t>(j)] = LayerStep{
+          in + out + costs_.fwd_peak(j, v), costs_.saved(j, v) + out, costs_.fwd_peak(j, v),
+          in + costs_.bwd_peak(j, v), 2.0 * costs_.fwd_time(j, v) + costs_.bwd_time(j, v)};
+    }
+  }
 }
 
 void CheckpointDp::append_front() {
@@ -277,10 +303,13 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
   pool_.clear();
   pool_.push_back(DpState{0, 0.0, -1, -1, 0, kKept});
   front_start_.assign({0, 1, 1});  // front(0, 0) is the start; nothing ends a segment at 0
-  const int layers = static_cast<int>(choices_.segment.size());
-  scans_.resize(static_cast<std::size_t>(stages_ + 1) * layers, SegmentScan(costs_, 1));
-  growing_.assign(scans_.size(), 0);
+  const std::size_t layers = choices_.segment.size();
+  growth_.resize(static_cast<std::size_t>(stages_ + 1) * layers);
   open_.clear();
+  make_steps();
+  if (options_.max_front > 0) {
+    pool_.reserve(static_cast<std::size_t>(2 * (stages_ + 1) * (options_.max_front + 2)));
+  }
 
   for (int b = 1; b <= stages_; ++b) {
     runs_boundary_ = b;
@@ -305,10 +334,7 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
 
     runs_.clear();
     if (front_begin(b - 1, 0) != front_end(b - 1, 0)) {
-      for (int l = 0; l < layers; ++l) {
-        scans_[static_cast<std::size_t>(b) * layers + l] = SegmentScan(costs_, b);
-        growing_[static_cast<std::size_t>(b) * layers + l] = 1;
-      }
+      std::fill_n(growth_.data() + static_cast<std::size_t>(b) * layers, layers, Growth{});
       open_.push_back(b);
     }
     std::size_t still_open = 0;

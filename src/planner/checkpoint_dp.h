@@ -109,6 +109,24 @@ class CheckpointDp {
     Kind kind;
     int choice;
   };
+  // What stage j adds to a segment of one layer (SegmentScan::extend): its forward term, the
+  // running sum, and the recompute and backward terms above that sum.
+  struct LayerStep {
+    std::int64_t forward;    // o(j-1) + o(j) + f(j); without o(j-1) for the first stage
+    std::int64_t grow;       // s(j) + o(j)
+    std::int64_t recompute;  // f(j)
+    std::int64_t backward;   // o(j-1) + b(j)
+    double time;             // 2 fwd_time + bwd_time
+  };
+  // A segment of one layer grown from its start so far.
+  struct Growth {
+    std::int64_t sum = 0;
+    std::int64_t forward = 0;
+    std::int64_t recompute = 0;
+    std::int64_t backward = 0;
+    double time = 0.0;
+    bool growing = true;  // false once no longer segment of this layer can be of use
+  };
   // A kept stage running one variant, as a block.
   struct KeptOption {
     BlockCosts::Block block;
@@ -140,6 +158,8 @@ class CheckpointDp {
   // Extends the segments from `start` to boundary b and adds their runs. False when no segment
   // from `start` can reach b or beyond.
   bool add_segment_runs(int start, int b, std::int64_t headroom);
+  // Fills steps_ for the layers there are.
+  void make_steps();
   // Appends the front of runs_ to the pool as the next front.
   void append_front();
   Plan reconstruct(std::int32_t index, int boundary) const;
@@ -164,9 +184,9 @@ class CheckpointDp {
   std::vector<StateRun> runs_;
   std::vector<DpState> united_;  // the front of both sides of a boundary, for kept stages
   FrontMerge merge_;
-  std::vector<int> open_;              // segment starts that may still end at a later boundary
-  std::vector<SegmentScan> scans_;     // per start and layer, the segment grown so far
-  std::vector<std::uint8_t> growing_;  // per start and layer, whether it may still fit
+  std::vector<int> open_;         // segment starts that may still end at a later boundary
+  std::vector<LayerStep> steps_;  // per layer and stage (0..L)
+  std::vector<Growth> growth_;    // per start and layer
   std::vector<SegmentOption> options_at_;
 };
 
