@@ -173,16 +173,34 @@ void CheckpointDp::compute_need() {
   }
 }
 
+namespace {
+
+// The first state of [begin, end) for which `before` is false, `before` being true on a prefix:
+// std::partition_point without branches on the data, which the processor cannot predict.
+template <typename Before>
+const DpState* first_not(const DpState* begin, const DpState* end, Before before) {
+  auto size = static_cast<std::size_t>(end - begin);
+  if (size == 0) return begin;
+  while (size > 1) {
+    const std::size_t half = size / 2;
+    begin += static_cast<std::size_t>(before(begin[half])) * half;
+    size -= half;
+  }
+  return begin + static_cast<std::size_t>(before(*begin));
+}
+
+}  // namespace
+
 std::pair<const DpState*, const DpState*> CheckpointDp::admitted(const DpState* begin,
                                                                  const DpState* end,
                                                                  std::int64_t limit, double time,
                                                                  int boundary) const {
   const DpState* last =
-      std::partition_point(begin, end, [&](const DpState& s) { return s.retained <= limit; });
+      first_not(begin, end, [&](const DpState& s) { return s.retained <= limit; });
+  if (bound_ == std::numeric_limits<double>::infinity()) return {begin, last};
   // Times fall along a front: the states too slow to beat the incumbent are a prefix.
   const double rest = bound_ - time - least_rest_[boundary];
-  const DpState* first =
-      std::partition_point(begin, last, [&](const DpState& s) { return s.time >= rest; });
+  const DpState* first = first_not(begin, last, [&](const DpState& s) { return s.time >= rest; });
   return {first, last};
 }
 

@@ -31,28 +31,29 @@ DpState candidate(const DpState* states, bool indirect, const StateRun& run, std
 }
 
 // The front of two fronts (each sorted by P, time falling), written from `out` on; returns its
-// end. `out` must have room for both.
+// end. `out` must have room for both. Without branches on the data, which the processor cannot
+// predict: each state is written, and kept by moving on past it only when it is faster.
 DpState* merge_fronts(const DpState* x, const DpState* x_end, const DpState* y,
                       const DpState* y_end, DpState* out) {
   double best = std::numeric_limits<double>::infinity();
   while (x != x_end && y != y_end) {
-    const DpState* s = by_retained_then_time(*y, *x) ? y++ : x++;
-    if (s->time < best) {
-      best = s->time;
-      *out++ = *s;
-    }
+    const bool take_y =
+        (y->retained < x->retained) | ((y->retained == x->retained) & (y->time < x->time));
+    const DpState* const heads[2] = {x, y};
+    const DpState* s = heads[take_y];
+    y += take_y;
+    x += !take_y;
+    *out = *s;
+    const bool faster = s->time < best;
+    out += faster ? 1 : 0;
+    best = faster ? s->time : best;
   }
-  for (; x != x_end; ++x) {
-    if (x->time < best) {
-      best = x->time;
-      *out++ = *x;
-    }
-  }
-  for (; y != y_end; ++y) {
-    if (y->time < best) {
-      best = y->time;
-      *out++ = *y;
-    }
+  for (const DpState *rest = x != x_end ? x : y, *rest_end = x != x_end ? x_end : y_end;
+       rest != rest_end; ++rest) {
+    *out = *rest;
+    const bool faster = rest->time < best;
+    out += faster ? 1 : 0;
+    best = faster ? rest->time : best;
   }
   return out;
 }
@@ -129,7 +130,8 @@ void FrontMerge::bucket_runs(const DpState* states, bool indirect,
   constexpr std::int64_t kEmpty = std::numeric_limits<std::int64_t>::max();
   buckets_.assign(count, Bucket{std::numeric_limits<double>::infinity(), kEmpty, 0, 0, 0.0});
   Bucket* buckets = buckets_.data();
-  // Each bucket keeps its fastest candidate, the least P among equally fast ones.
+  // Each bucket keeps its fastest candidate, the least P among equally fast ones. Branch-free,
+  // like merge_fronts().
   bool shared = false;  // whether some bucket holds a slower candidate with less P
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const StateRun& run = runs[r];
@@ -137,32 +139,48 @@ void FrontMerge::bucket_runs(const DpState* states, bool indirect,
       const std::int64_t retained = states[k].retained + run.retained;
       const double time = states[k].time + run.time;
       Bucket& bucket = buckets[static_cast<std::uint64_t>(retained - low) >> shift];
-      if (time < bucket.time || (time == bucket.time && retained < bucket.retained)) {
-        shared = shared || bucket.retained < retained;
-        bucket = Bucket{time, retained, static_cast<std::int32_t>(r), k, 0.0};
-      } else {
-        shared = shared || retained < bucket.retained;
-      }
+      const double bucket_time = bucket.time;
+      const std::int64_t bucket_retained = bucket.retained;
+      const bool faster =
+          (time < bucket_time) | ((time == bucket_time) & (retained < bucket_retained));
+      shared |= (faster & (bucket_retained < retained)) | (!faster & (retained < bucket_retained));
+      bucket.time = faster ? time : bucket_time;
+      bucket.retained = faster ? retained : bucket_retained;
+      bucket.run = faster ? static_cast<std::int32_t>(r) : bucket.run;
+      bucket.index = faster ? k : bucket.index;
     }
   }
+  // `states` may be the pool itself: room first, so that it does not move while read.
   // `states` may be the pool itself: room first, so that it does not move while read.
   make_room(pool, count);
   if (!indirect) states = pool->data();
   const auto walk = [&](const DpState* extra, const DpState* extras_end) {
+    const std::size_t most = count + static_cast<std::size_t>(extras_end - extra);
+    if (walked_.size() < most) walked_.resize(most);
+    DpState* out = walked_.data();
     double best = std::numeric_limits<double>::infinity();
     const auto keep = [&](const DpState& s) {
-      if (s.time < best) {
-        best = s.time;
-        pool->push_back(s);
-      }
+      *out = s;
+      const bool faster = s.time < best;
+      out += faster ? 1 : 0;
+      best = faster ? s.time : best;
     };
     for (std::size_t q = 0; q < count; ++q) {
       Bucket& bucket = buckets[q];
-      if (bucket.retained == kEmpty) continue;
-      for (; extra != extras_end && extra->retained < bucket.retained; ++extra) keep(*extra);
-      keep(candidate(states, indirect, runs[static_cast<std::size_t>(bucket.run)], bucket.index));
+      // This bucket's slower states with less P (none in an empty bucket), sorted by P.
+      for (; extra != extras_end && static_cast<std::uint64_t>(extra->retained - low) >> shift == q;
+           ++extra) {
+        keep(*extra);
+      }
+      // An empty bucket is infinitely slow: its state, read from run 0, is never kept.
+      DpState s =
+          candidate(states, indirect, runs[static_cast<std::size_t>(bucket.run)], bucket.index);
+      s.retained = bucket.retained;
+      s.time = bucket.time;
+      keep(s);
       bucket.below = best;  // for now, the least time up to and including this bucket
     }
+    pool->insert(pool->end(), walked_.data(), out);
   };
   walk(nullptr, nullptr);
   if (!shared || (limit >= 2 && pool->size() - first > limit)) return;
@@ -173,19 +191,20 @@ void FrontMerge::bucket_runs(const DpState* states, bool indirect,
   for (std::size_t q = 0; q < count; ++q) {
     const double upto = buckets[q].below;
     buckets[q].below = below;
-    if (buckets[q].retained != kEmpty) below = upto;
+    below = upto;
   }
-  scratch_.clear();
+  if (scratch_.size() < candidates) scratch_.resize(candidates);
+  DpState* extra = scratch_.data();
   for (const StateRun& run : runs) {
     for (std::int32_t k = run.begin; k < run.end; ++k) {
       const std::int64_t retained = states[k].retained + run.retained;
       const Bucket& bucket = buckets[static_cast<std::uint64_t>(retained - low) >> shift];
       const double time = states[k].time + run.time;
-      if (retained < bucket.retained && time > bucket.time && time < bucket.below) {
-        scratch_.push_back(candidate(states, indirect, run, k));
-      }
+      *extra = candidate(states, indirect, run, k);
+      extra += (retained < bucket.retained) & (time > bucket.time) & (time < bucket.below);
     }
   }
+  scratch_.resize(static_cast<std::size_t>(extra - scratch_.data()));
   std::sort(scratch_.begin(), scratch_.end(), by_retained_then_time);
   pool->resize(first);
   make_room(pool, count + scratch_.size());
@@ -200,16 +219,25 @@ void FrontMerge::unite(const std::vector<DpState>& pool, std::int32_t x_begin, s
   DpState* out = united->data();
   std::int32_t i = x_begin, j = y_begin;
   double best = std::numeric_limits<double>::infinity();
-  while (i < x_end || j < y_end) {
-    const std::int32_t k =
-        j == y_end || (i < x_end && !by_retained_then_time(states[j], states[i])) ? i++ : j++;
-    if (states[k].time < best) {
-      best = states[k].time;
-      *out = states[k];
-      out->parent = k;
-      ++out;
-    }
+  const auto keep = [&](std::int32_t k) {
+    *out = states[k];
+    out->parent = k;
+    const bool faster = states[k].time < best;
+    out += faster ? 1 : 0;
+    best = faster ? states[k].time : best;
+  };
+  while (i < x_end && j < y_end) {  // branch-free, like merge_fronts()
+    const bool take_j =
+        (states[j].retained < states[i].retained) |
+        ((states[j].retained == states[i].retained) & (states[j].time < states[i].time));
+    const std::int32_t heads[2] = {i, j};
+    const std::int32_t k = heads[take_j];
+    j += take_j;
+    i += !take_j;
+    keep(k);
   }
+  for (; i < x_end; ++i) keep(i);
+  for (; j < y_end; ++j) keep(j);
   united->resize(static_cast<std::size_t>(out - united->data()));
 }
 
@@ -221,13 +249,17 @@ bool FrontMerge::thin(std::size_t first, std::vector<DpState>* pool) const {
   const std::int64_t low = front[0].retained;
   const std::int64_t width =
       (front[size - 1].retained - low) / static_cast<std::int64_t>(buckets - 1) + 1;
-  const auto bucket = [&](const DpState& s) { return (s.retained - low) / width; };
   // Sorted by P with time falling: a bucket's fastest state is its last one. The first state,
   // with the least P, stays too.
   std::size_t kept = 1;
-  for (std::size_t k = 1; k < size; ++k) {
-    if (k + 1 == size || bucket(front[k + 1]) != bucket(front[k])) front[kept++] = front[k];
+  std::int64_t bucket = (front[1].retained - low) / width;
+  for (std::size_t k = 1; k + 1 < size; ++k) {
+    const std::int64_t next = (front[k + 1].retained - low) / width;
+    front[kept] = front[k];
+    kept += next != bucket ? 1 : 0;
+    bucket = next;
   }
+  front[kept++] = front[size - 1];
   pool->resize(first + kept);
   return true;
 }

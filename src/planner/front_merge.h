@@ -86,6 +86,7 @@ class FrontMerge {
   std::vector<DpState> scratch_;  // candidates written out
   std::vector<DpState> merged_;   // fronts merged so far
   std::vector<DpState> spare_;
+  std::vector<DpState> walked_;  // a bucket walk's states, each kept or written over
   std::vector<Bucket> buckets_;
 };
 
