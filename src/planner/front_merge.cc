@@ -6,8 +6,6 @@
 namespace monet {
 namespace {
 
-// Up to this many runs are merged one after another; more go through buckets.
-constexpr std::size_t kMergedRuns = 4;
 // The most P buckets: about one candidate per bucket, within this.
 constexpr std::size_t kMaxBuckets = 4096;
 
@@ -75,40 +73,61 @@ bool FrontMerge::append(const DpState* states, bool indirect, const std::vector<
   for (const StateRun& run : runs) candidates += static_cast<std::size_t>(run.end - run.begin);
   const std::size_t first = pool->size();
   if (candidates == 0) return true;
-  if (runs.size() <= kMergedRuns) {
-    merge_runs(states, indirect, runs, pool);
+  // Merging costs about log2(runs) steps per candidate; buckets cost two passes over the
+  // candidates and one over the buckets.
+  std::size_t rounds = 0;
+  while ((std::size_t{1} << rounds) < runs.size()) ++rounds;
+  if (rounds <= 2 || candidates < 2 * bucket_count(candidates)) {
+    merge_runs(states, indirect, runs, candidates, pool);
   } else {
     bucket_runs(states, indirect, runs, candidates, pool);
   }
   return !thin(first, pool);
 }
 
+std::size_t FrontMerge::bucket_count(std::size_t candidates) const {
+  const auto limit = static_cast<std::size_t>(max_front_);
+  const std::size_t wanted = limit >= 2 ? std::min(candidates, 2 * limit) : candidates;
+  std::size_t count = 1;
+  while (count < std::min(wanted, kMaxBuckets)) count *= 2;
+  return count;
+}
+
 void FrontMerge::merge_runs(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
-                            std::vector<DpState>* pool) {
-  // `states` may be the pool itself: every candidate is written out before the pool grows.
-  std::size_t candidates = 0;
-  for (const StateRun& run : runs) candidates += static_cast<std::size_t>(run.end - run.begin);
-  scratch_.resize(candidates);
-  merged_.resize(candidates);
-  spare_.resize(candidates);
-  DpState* out = scratch_.data();
-  std::size_t merged = 0;
-  for (std::size_t r = 0; r < runs.size(); ++r) {
-    // A front extended by one block is still a front: P rising, time falling.
-    const StateRun& run = runs[r];
-    DpState* begin = out;
-    for (std::int32_t k = run.begin; k < run.end; ++k) *out++ = candidate(states, indirect, run, k);
-    if (r == 0) {
-      std::copy(begin, out, merged_.data());
-      merged = static_cast<std::size_t>(out - begin);
-    } else {
-      merged = static_cast<std::size_t>(
-          merge_fronts(merged_.data(), merged_.data() + merged, begin, out, spare_.data()) -
-          spare_.data());
-      merged_.swap(spare_);
-    }
+                            std::size_t candidates, std::vector<DpState>* pool) {
+  // Each run, extended by its block, is still a front: P rising, time falling. Written out (so
+  // that `states` may be the pool itself), then merged in pairs, round after round.
+  if (scratch_.size() < candidates) {
+    scratch_.resize(candidates);
+    spare_.resize(candidates);
   }
-  pool->insert(pool->end(), merged_.begin(), merged_.begin() + static_cast<std::ptrdiff_t>(merged));
+  DpState* out = scratch_.data();
+  bounds_.clear();
+  bounds_.push_back(0);
+  for (const StateRun& run : runs) {
+    for (std::int32_t k = run.begin; k < run.end; ++k) *out++ = candidate(states, indirect, run, k);
+    bounds_.push_back(static_cast<std::size_t>(out - scratch_.data()));
+  }
+  DpState* from = scratch_.data();
+  DpState* to = spare_.data();
+  while (bounds_.size() > 2) {
+    std::size_t merged = 0;  // fronts written to `to`; their ends replace bounds_[1..]
+    std::size_t end = 0;
+    for (std::size_t r = 0; r + 1 < bounds_.size(); r += 2) {
+      const DpState* x = from + bounds_[r];
+      const DpState* x_end = from + bounds_[r + 1];
+      if (r + 2 < bounds_.size()) {
+        end = static_cast<std::size_t>(
+            merge_fronts(x, x_end, x_end, from + bounds_[r + 2], to + end) - to);
+      } else {
+        end = static_cast<std::size_t>(std::copy(x, x_end, to + end) - to);
+      }
+      bounds_[++merged] = end;
+    }
+    bounds_.resize(merged + 1);
+    std::swap(from, to);
+  }
+  pool->insert(pool->end(), from, from + bounds_.back());
 }
 
 void FrontMerge::bucket_runs(const DpState* states, bool indirect,
@@ -122,9 +141,7 @@ void FrontMerge::bucket_runs(const DpState* states, bool indirect,
     high = std::max(high, states[run.end - 1].retained + run.retained);
   }
   const auto limit = static_cast<std::size_t>(max_front_);
-  const std::size_t wanted = limit >= 2 ? std::min(candidates, 2 * limit) : candidates;
-  std::size_t count = 1;
-  while (count < std::min(wanted, kMaxBuckets)) count *= 2;
+  const std::size_t count = bucket_count(candidates);
   int shift = 0;
   while (static_cast<std::uint64_t>(high - low) >> shift >= count) ++shift;
   constexpr std::int64_t kEmpty = std::numeric_limits<std::int64_t>::max();

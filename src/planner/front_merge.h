@@ -73,9 +73,11 @@ class FrontMerge {
   // when parents is null.
   bool append(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
               std::vector<DpState>* pool);
-  // The front of a few runs, by merging them one after another.
+  // The front of the runs, by merging their fronts in pairs, round after round.
   void merge_runs(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
-                  std::vector<DpState>* pool);
+                  std::size_t candidates, std::vector<DpState>* pool);
+  // How many P buckets bucket_runs() uses for this many candidates.
+  std::size_t bucket_count(std::size_t candidates) const;
   // The front of many runs, through P buckets.
   void bucket_runs(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
                    std::size_t candidates, std::vector<DpState>* pool);
@@ -83,10 +85,10 @@ class FrontMerge {
   bool thin(std::size_t first, std::vector<DpState>* pool) const;
 
   int max_front_;
-  std::vector<DpState> scratch_;  // candidates written out
-  std::vector<DpState> merged_;   // fronts merged so far
-  std::vector<DpState> spare_;
-  std::vector<DpState> walked_;  // a bucket walk's states, each kept or written over
+  std::vector<DpState> scratch_;     // candidates written out
+  std::vector<DpState> spare_;       // the fronts of a round of merges
+  std::vector<std::size_t> bounds_;  // where each front of the current round starts and ends
+  std::vector<DpState> walked_;      // a bucket walk's states, each kept or written over
   std::vector<Bucket> buckets_;
 };
 
