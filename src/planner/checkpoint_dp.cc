@@ -26,12 +26,59 @@ DpChoices DpChoices::defaults(int stages) {
   return choices;
 }
 
+struct CheckpointDp::Buffers {
+  std::vector<DpState> pool;
+  std::vector<std::int32_t> front_start;
+  std::vector<StateRun> runs;
+  std::vector<DpState> united;
+  FrontMerge merge{0};
+  std::vector<int> open;
+  std::vector<LayerStep> steps;
+  std::vector<Growth> growth;
+  std::vector<SegmentOption> options_at;
+};
+
+std::vector<std::unique_ptr<CheckpointDp::Buffers>>& CheckpointDp::spare_buffers() {
+  thread_local std::vector<std::unique_ptr<Buffers>> spare;
+  return spare;
+}
+
+std::unique_ptr<CheckpointDp::Buffers, CheckpointDp::ReturnBuffers> CheckpointDp::lease_buffers() {
+  std::vector<std::unique_ptr<Buffers>>& spare = spare_buffers();
+  if (spare.empty()) return std::unique_ptr<Buffers, ReturnBuffers>(new Buffers);
+  std::unique_ptr<Buffers, ReturnBuffers> buffers(spare.back().release());
+  spare.pop_back();
+  return buffers;
+}
+
+void CheckpointDp::ReturnBuffers::operator()(Buffers* buffers) const {
+  // A few per thread: monet plans with two DPs at a time. Pools grown by a huge chain go.
+  constexpr std::size_t kKept = 4;
+  constexpr std::size_t kLargestPool = std::size_t{1} << 16;
+  std::vector<std::unique_ptr<Buffers>>& spare = spare_buffers();
+  std::unique_ptr<Buffers> owned(buffers);
+  if (spare.size() < kKept && owned->pool.capacity() <= kLargestPool) {
+    spare.push_back(std::move(owned));
+  }
+}
+
 CheckpointDp::CheckpointDp(const BlockCosts& costs, DpChoices choices, DpOptions options)
     : costs_(costs),
       choices_(std::move(choices)),
       options_(options),
       stages_(costs.stages()),
-      merge_(options.max_front) {
+      buffers_(lease_buffers()),
+      pool_(buffers_->pool),
+      front_start_(buffers_->front_start),
+      runs_(buffers_->runs),
+      united_(buffers_->united),
+      merge_(buffers_->merge),
+      open_(buffers_->open),
+      steps_(buffers_->steps),
+      growth_(buffers_->growth),
+      options_at_(buffers_->options_at) {
+  merge_.set_max_front(options.max_front);
+  steps_.clear();
   assert(static_cast<int>(choices_.keep.size()) == stages_);
   assert(!choices_.segment.empty());
   least_rest_.assign(stages_ + 1, 0.0);

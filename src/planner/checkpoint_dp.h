@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -176,18 +177,28 @@ class CheckpointDp {
   std::vector<std::vector<int>> lean_by_start_;  // per start a: indices into lean_segments_
   std::vector<int> lean_last_;                   // per start a: the last stage of its lean segments
 
+  // solve()'s working memory, kept by the thread from one plan to the next, so that planning
+  // seldom allocates: CheckpointDp objects are made for every plan.
+  struct Buffers;
+  struct ReturnBuffers {
+    void operator()(Buffers* buffers) const;
+  };
+  static std::unique_ptr<Buffers, ReturnBuffers> lease_buffers();
+  static std::vector<std::unique_ptr<Buffers>>& spare_buffers();
+
   // solve()'s state. The pool holds every front, one after another.
   double bound_ = 0.0;     // states must finish faster than this (the incumbent)
   int runs_boundary_ = 0;  // the boundary the runs being added end at
-  std::vector<DpState> pool_;
-  std::vector<std::int32_t> front_start_;  // 2 (L + 1) + 1 pool offsets
-  std::vector<StateRun> runs_;
-  std::vector<DpState> united_;  // the front of both sides of a boundary, for kept stages
-  FrontMerge merge_;
-  std::vector<int> open_;         // segment starts that may still end at a later boundary
-  std::vector<LayerStep> steps_;  // per layer and stage (0..L)
-  std::vector<Growth> growth_;    // per start and layer
-  std::vector<SegmentOption> options_at_;
+  std::unique_ptr<Buffers, ReturnBuffers> buffers_;  // first: the references below are into it
+  std::vector<DpState>& pool_;
+  std::vector<std::int32_t>& front_start_;  // 2 (L + 1) + 1 pool offsets
+  std::vector<StateRun>& runs_;
+  std::vector<DpState>& united_;  // the front of both sides of a boundary, for kept stages
+  FrontMerge& merge_;
+  std::vector<int>& open_;         // segment starts that may still end at a later boundary
+  std::vector<LayerStep>& steps_;  // per layer and stage (0..L)
+  std::vector<Growth>& growth_;    // per start and layer
+  std::vector<SegmentOption>& options_at_;
 };
 
 // The `dp` strategy: CheckpointDp over default variants.

@@ -44,6 +44,7 @@ class FrontMerge {
   // max_front: 0 keeps every front whole (exact); otherwise a front with more states keeps the
   // fastest state of each of max_front buckets of P, plus the state with the least P.
   explicit FrontMerge(int max_front) : max_front_(max_front) {}
+  void set_max_front(int max_front) { max_front_ = max_front; }
 
   // Appends to `pool` the front of the candidates of `runs`, whose states are `pool`'s own (a
   // candidate's parent is the index of its state). Returns false when the front had to be cut.

@@ -22,6 +22,17 @@ constexpr int kMaxPriceLayers = 12;
 constexpr int kTwoRoundStages = 12;  // longer chains plan in one round
 // Nodes the branch and bound may visit per segment before it keeps the best assignment found.
 constexpr int kSegmentNodeLimit = 512;
+// A state of the joint DP costs a few times one of `dp` (a run per kept variant, more segment
+// options), so its fronts are cut sooner as chains grow: 64 states up to 16 stages, falling with
+// stages^2 to 32 from 24 stages on.
+constexpr int kJointFrontWork = 32 * 24 * 24;
+
+DpOptions joint_options(int stages) {
+  DpOptions options = dp_options(stages);
+  options.max_front =
+      std::clamp(kJointFrontWork / std::max(1, stages * stages), 32, options.max_front);
+  return options;
+}
 
 // Seconds a stage takes running variant v, kept or inside a segment (forward twice).
 double stage_time(const BlockCosts& costs, int i, int v, bool in_segment) {
@@ -144,7 +155,7 @@ class JointPlanner {
     add_price_layers();
     choices.segment = layers_;
     choices.lean = segment_options_;
-    dp_.emplace(costs_, std::move(choices), dp_options(stages));
+    dp_.emplace(costs_, std::move(choices), joint_options(stages));
   }
 
   StrategyOutcome plan() {
