@@ -1,9 +1,29 @@
 // The targets of issue #3 on real training steps: a transformer encoder (batch x seq) and a
 // ResNet-style CNN (batch x H x W) trained by LibTorch on the CPU, every tensor in monet's CPU
 // pool. Each stage (a child of a torch::nn::Sequential) is measured on its own: bytes through the
-// pool, times with a steady clock. The predictor profiles the shapes it asks for (at most three)
-// and predicts every other shape of the grid; the errors are printed as a table.
+// pool, times as this thread's CPU time. The predictor profiles the shapes it asks for (at most
+// three) and predicts every other shape of the grid; the errors are printed as a table.
+//
+// How it measures, and why (docs/predictor.md has the numbers):
+// - Convolutions take ATen's native path (MKLDNN off). oneDNN picks its algorithm, its scratchpad
+//   and its weight reorders by shape, so a stage's peak is a maximum of several laws that three
+//   shapes cannot tell apart; the native path's workspace is a plain function of the shape.
+// - One intra-op thread, so that every kernel of a stage runs on the measuring thread and its CPU
+//   time is the stage's time; time the core spends on other processes does not count.
+// - Times are the fastest of several visits to each shape, the visits to all shapes interleaved
+//   (a burst of load on the machine hits one visit of many shapes, not every visit of one), each
+//   visit a warm-up step and a timed one (the timed step finds the pool and the caches as a
+//   training loop at that shape leaves them). A fixed piece of work timed before and after each
+//   visit tells how fast the core runs at that moment: on a shared machine it runs up to about
+//   twice as slow while a neighbour computes. Only visits made at the speed the machine ran at
+//   most often count, so that every shape is timed on about the same machine.
+//
+// Asserted: the byte target (3%) on both models, and that bytes repeat exactly from step to step.
+// Times are printed, not asserted: docs/predictor.md says why.
+#include <ATen/Context.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -12,6 +32,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,46 +46,37 @@
 namespace monet {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+bool verbose() { return std::getenv("MONET_TEST_VERBOSE") != nullptr; }
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
+// CPU seconds this thread has run, user and system.
+double thread_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// The pool's bytes, in two views: `allocated` is what the pool hands out (512-byte blocks, and the
-// peak marks' view), `requested` is what the tensors asked for (exact sizes).
-struct Bytes {
-  std::int64_t allocated = 0;
-  std::int64_t requested = 0;
-};
+// Page faults this thread has taken: a timed step that faults measured the pool handing out fresh
+// pages, not the stages.
+long thread_page_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  return usage.ru_minflt + usage.ru_majflt;
+}
 
-// A stage's costs in both views (the times are the same).
-struct StageCosts {
-  VariantCosts allocated;
-  VariantCosts requested;
-};
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
+// The pool's requested bytes (exact tensor sizes): what is in use now and its peak since start().
 class Probe {
  public:
   Probe() : pool_(pools::cpu()) {}
-  Bytes in_use() {
-    const MemoryStats s = pool_.stats();
-    return {static_cast<std::int64_t>(s.allocated_bytes),
-            static_cast<std::int64_t>(s.requested_bytes)};
-  }
-  // Opens an interval: a mark for the allocated peak, a peak reset for the requested one.
-  void start() {
-    mark_ = pool_.mark();
-    pool_.reset_peaks();
-  }
-  Bytes peak() {
-    return {static_cast<std::int64_t>(pool_.peak_since(mark_)),
-            static_cast<std::int64_t>(pool_.stats().peak_requested_bytes)};
-  }
+  std::int64_t in_use() { return static_cast<std::int64_t>(pool_.stats().requested_bytes); }
+  void start() { pool_.reset_peaks(); }
+  std::int64_t peak() { return static_cast<std::int64_t>(pool_.stats().peak_requested_bytes); }
 
  private:
   CachingAllocator& pool_;
-  Mark mark_;
 };
 
 // One training step of `net` on `input`, stage by stage: each stage's input is a fresh leaf, so
@@ -72,53 +86,65 @@ class Probe {
 //   saved_bytes what stays in use after its forward, beyond the output
 //   fwd_peak    the peak during its forward, above what stays in use after it
 //   bwd_peak    the peak during its backward, above what was in use when it began
-std::vector<StageCosts> measure_step(torch::nn::Sequential& net, const torch::Tensor& input) {
+//   fwd_time, bwd_time   this thread's CPU seconds
+// `faults` receives the page faults taken during the timed intervals.
+std::vector<VariantCosts> measure_step(torch::nn::Sequential& net, const torch::Tensor& input,
+                                       long* faults) {
   Probe probe;
   std::vector<torch::nn::AnyModule*> stages;
   for (auto& m : *net) stages.push_back(&m);
   const std::size_t n = stages.size();
-  std::vector<StageCosts> costs(n);
+  std::vector<VariantCosts> costs(n);
   std::vector<torch::Tensor> inputs(n), outputs(n);
   torch::Tensor x = input;
+  *faults = 0;
   for (std::size_t i = 0; i < n; ++i) {
     inputs[i] = i == 0 ? x : x.detach().requires_grad_(true);
-    const Bytes before = probe.in_use();
+    const std::int64_t before = probe.in_use();
     probe.start();
-    const auto t0 = Clock::now();
+    const long f0 = thread_page_faults();
+    const double t0 = thread_seconds();
     outputs[i] = stages[i]->forward(inputs[i]);
-    const double time = seconds_since(t0);
-    const Bytes after = probe.in_use();
-    const Bytes peak = probe.peak();
-    const std::int64_t out_requested = static_cast<std::int64_t>(outputs[i].nbytes());
-    const std::int64_t out_allocated = (out_requested + 511) / 512 * 512;
-    VariantCosts& a = costs[i].allocated;
-    VariantCosts& r = costs[i].requested;
-    a.out_bytes = out_allocated;
-    r.out_bytes = out_requested;
-    a.saved_bytes = std::max<std::int64_t>(0, after.allocated - before.allocated - out_allocated);
-    r.saved_bytes = std::max<std::int64_t>(0, after.requested - before.requested - out_requested);
-    a.fwd_peak = std::max<std::int64_t>(0, peak.allocated - after.allocated);
-    r.fwd_peak = std::max<std::int64_t>(0, peak.requested - after.requested);
-    a.fwd_time = r.fwd_time = time;
+    costs[i].fwd_time = thread_seconds() - t0;
+    *faults += thread_page_faults() - f0;
+    const std::int64_t after = probe.in_use();
+    VariantCosts& c = costs[i];
+    c.out_bytes = static_cast<std::int64_t>(outputs[i].nbytes());
+    c.saved_bytes = std::max<std::int64_t>(0, after - before - c.out_bytes);
+    c.fwd_peak = std::max<std::int64_t>(0, probe.peak() - after);
     x = outputs[i];
   }
   torch::Tensor grad = torch::ones_like(outputs[n - 1]);
   for (std::size_t k = n; k-- > 0;) {
-    const Bytes before = probe.in_use();
+    const std::int64_t before = probe.in_use();
     probe.start();
-    const auto t0 = Clock::now();
+    const long f0 = thread_page_faults();
+    const double t0 = thread_seconds();
     outputs[k].backward(grad);
-    const double time = seconds_since(t0);
-    const Bytes peak = probe.peak();
-    costs[k].allocated.bwd_peak = std::max<std::int64_t>(0, peak.allocated - before.allocated);
-    costs[k].requested.bwd_peak = std::max<std::int64_t>(0, peak.requested - before.requested);
-    costs[k].allocated.bwd_time = costs[k].requested.bwd_time = time;
+    costs[k].bwd_time = thread_seconds() - t0;
+    *faults += thread_page_faults() - f0;
+    costs[k].bwd_peak = std::max<std::int64_t>(0, probe.peak() - before);
     outputs[k] = torch::Tensor();
     grad = k > 0 ? inputs[k].grad() : torch::Tensor();
     inputs[k] = torch::Tensor();
   }
   return costs;
 }
+
+// How fast the core runs now: CPU seconds of a fixed piece of work like the stages' own (matrix
+// products through LibTorch's BLAS), about half a millisecond on an unloaded core.
+class SpeedGauge {
+ public:
+  SpeedGauge() : a_(torch::randn({64, 64})), b_(torch::randn({64, 64})) {}
+  double seconds() {
+    const double t0 = thread_seconds();
+    for (int i = 0; i < 4; ++i) torch::mm(a_, b_);
+    return thread_seconds() - t0;
+  }
+
+ private:
+  torch::Tensor a_, b_;
+};
 
 // --- the models --------------------------------------------------------------------------------
 
@@ -154,7 +180,8 @@ TORCH_MODULE(BasicBlock);
 
 // The stem: conv-bn-relu at full resolution.
 struct StemImpl : torch::nn::Module {
-  StemImpl() : conv(torch::nn::Conv2dOptions(3, 16, 3).padding(1).bias(false)), bn(16) {
+  explicit StemImpl(int width)
+      : conv(torch::nn::Conv2dOptions(3, width, 3).padding(1).bias(false)), bn(width) {
     register_module("conv", conv);
     register_module("bn", bn);
   }
@@ -166,38 +193,32 @@ TORCH_MODULE(Stem);
 
 // The head: global average pool and a linear classifier.
 struct HeadImpl : torch::nn::Module {
-  HeadImpl() : fc(64, 10) { register_module("fc", fc); }
+  explicit HeadImpl(int width) : fc(width, 10) { register_module("fc", fc); }
   torch::Tensor forward(const torch::Tensor& x) { return fc(x.mean({2, 3})); }
   torch::nn::Linear fc;
 };
 TORCH_MODULE(Head);
 
-// Input [batch, 3, H, W]; H and W multiples of 4.
+// Input [batch, 3, H, W]; H and W multiples of 4. Widths 8, 16, 32: ATen's native convolution
+// runs through the BLAS that LibTorch was built with (Debian's: the reference one), which is slow,
+// and the test must stay well under a minute.
 torch::nn::Sequential make_cnn() {
-  return torch::nn::Sequential(Stem(), BasicBlock(16, 16, 1), BasicBlock(16, 32, 2),
-                               BasicBlock(32, 64, 2), Head());
+  return torch::nn::Sequential(Stem(8), BasicBlock(8, 8, 1), BasicBlock(8, 16, 2),
+                               BasicBlock(16, 32, 2), Head(32));
 }
 
 // Input [seq, batch, 32] (LibTorch's encoder layer takes the sequence first): an input
-// projection, two encoder layers of width 64 (4 heads, feed-forward 256), an output projection.
+// projection, two encoder layers of width 32 (4 heads, feed-forward 128), an output projection.
 torch::nn::Sequential make_transformer() {
   auto layer = [] {
     return torch::nn::TransformerEncoderLayer(
-        torch::nn::TransformerEncoderLayerOptions(64, 4).dim_feedforward(256).dropout(0.1));
+        torch::nn::TransformerEncoderLayerOptions(32, 4).dim_feedforward(128).dropout(0.1));
   };
-  return torch::nn::Sequential(torch::nn::Linear(32, 64), layer(), layer(),
-                               torch::nn::Linear(64, 32));
+  return torch::nn::Sequential(torch::nn::Linear(32, 32), layer(), layer(),
+                               torch::nn::Linear(32, 32));
 }
 
-// --- the experiment ----------------------------------------------------------------------------
-
-struct Errors {
-  double bytes = 0.0;      // worst relative error over every byte number of every held-out shape
-  double time = 0.0;       // worst relative error over every stage time
-  double step_time = 0.0;  // worst relative error of the whole step's time (sum of stages)
-  std::string worst_bytes;
-  std::string worst_time;
-};
+// --- measuring every shape of a grid -----------------------------------------------------------
 
 struct Experiment {
   std::string name;
@@ -207,51 +228,233 @@ struct Experiment {
   torch::nn::Sequential net;
 };
 
-// Measurements at one shape: `repeats` steps; bytes from the last one (they repeat exactly), each
-// time the fastest of the steps (on a shared machine the slower ones measure the neighbours).
-std::vector<StageCosts> measure(Experiment& e, const Shape& shape, int repeats) {
-  torch::manual_seed(0);
-  const torch::Tensor input = e.input(shape);
-  std::vector<StageCosts> best;
-  for (int r = 0; r < repeats; ++r) {
-    std::vector<StageCosts> c = measure_step(e.net, input);
-    if (r > 0) {
-      for (std::size_t i = 0; i < c.size(); ++i) {
-        for (auto* v : {&c[i].allocated, &c[i].requested}) {
-          v->fwd_time = std::min(v->fwd_time, best[i].allocated.fwd_time);
-          v->bwd_time = std::min(v->bwd_time, best[i].allocated.bwd_time);
-        }
+// One timed step at a shape, with the machine's speed around it.
+struct Visit {
+  std::vector<VariantCosts> costs;
+  double gauge = 0.0;  // the slower of the speed gauges taken before and after, seconds
+  long faults = 0;
+};
+
+// What is known of one shape: the bytes of its first step and every timed visit.
+struct ShapeRecord {
+  std::vector<VariantCosts> first;
+  std::vector<Visit> visits;
+};
+
+// Knobs of the measurement. A visit counts when the speed gauges around it are within a factor
+// `gauge_band` of the speed the machine ran at most often in this run (the mode of every gauge
+// taken): all counted visits then saw about the same machine, whether it was quiet or busy
+// throughout, and visits made while it changed are set aside.
+struct Schedule {
+  int passes = 2;         // interleaved passes over every shape
+  int wanted_visits = 2;  // counted visits wanted per shape; more passes over those short of it
+  double gauge_band = 1.15;
+  double deadline_s = 12.0;  // no further pass starts after this many seconds of timing
+};
+
+class Campaign {
+ public:
+  explicit Campaign(Experiment& e) : e_(e) {}
+
+  // A first step at every shape, largest first (it sets the pool's high-water mark): its bytes,
+  // and its times until visits are timed. One step before them all makes the parameters'
+  // gradients, which later steps accumulate into (gradients belong to fixed_bytes, not to a
+  // stage's bwd_peak).
+  void first_steps() {
+    order_ = e_.candidates;
+    std::sort(order_.begin(), order_.end(),
+              [](const Shape& a, const Shape& b) { return elements(a) > elements(b); });
+    long faults = 0;
+    for (const Shape& s : order_) {
+      torch::manual_seed(0);
+      inputs_[s] = e_.input(s);
+      if (s == order_.front()) measure_step(e_.net, inputs_[s], &faults);
+      records_[s].first = measure_step(e_.net, inputs_[s], &faults);
+    }
+  }
+
+  // Interleaved passes, then passes over the shapes still short of counted visits, until the
+  // deadline.
+  void time_visits(const Schedule& schedule) {
+    const double start = wall_seconds();
+    for (int p = 0; p < schedule.passes; ++p) {
+      for (const Shape& s : order_) visit(s);
+    }
+    while (wall_seconds() - start < schedule.deadline_s) {
+      bool short_of_visits = false;
+      for (const Shape& s : order_) {
+        if (counted_visits(s, schedule) >= schedule.wanted_visits) continue;
+        short_of_visits = true;
+        visit(s);
+      }
+      if (!short_of_visits) break;
+    }
+    seconds_ = wall_seconds() - start;
+  }
+
+  // The measured costs of a shape: the bytes of its first step, each time the fastest over its
+  // counted visits (over all of its visits when none counts; the first step's before any
+  // visit). Checks that every step's bytes were those of the first.
+  std::vector<VariantCosts> costs(const Shape& s, const Schedule& schedule) const {
+    const ShapeRecord& r = records_.at(s);
+    std::vector<VariantCosts> out = r.first;
+    if (r.visits.empty()) return out;
+    const bool any_counted = counted_visits(s, schedule) > 0;
+    for (VariantCosts& c : out) c.fwd_time = c.bwd_time = std::numeric_limits<double>::infinity();
+    for (const Visit& v : r.visits) {
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        EXPECT_TRUE(same_bytes(v.costs[i], r.first[i]))
+            << e_.name << " " << format_shape(s) << " stage" << i
+            << ": bytes differ from step to step";
+      }
+      if (any_counted && !counts(v, schedule)) continue;
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        out[i].fwd_time = std::min(out[i].fwd_time, v.costs[i].fwd_time);
+        out[i].bwd_time = std::min(out[i].bwd_time, v.costs[i].bwd_time);
       }
     }
-    best = c;
+    return out;
   }
-  return best;
-}
 
-Chain to_chain(const std::vector<StageCosts>& costs, bool requested) {
+  int counted_visits(const Shape& s, const Schedule& schedule) const {
+    int n = 0;
+    for (const Visit& v : records_.at(s).visits) n += counts(v, schedule);
+    return n;
+  }
+  int total_visits() const {
+    int n = 0;
+    for (const auto& [shape, r] : records_) n += static_cast<int>(r.visits.size());
+    return n;
+  }
+  int total_counted(const Schedule& schedule) const {
+    int n = 0;
+    for (const auto& [shape, r] : records_) n += counted_visits(shape, schedule);
+    return n;
+  }
+  double usual_gauge() const { return usual_gauge_; }
+  double seconds() const { return seconds_; }
+
+ private:
+  static double elements(const Shape& s) {
+    double v = 1.0;
+    for (std::int64_t d : s) v *= static_cast<double>(d);
+    return v;
+  }
+  static bool same_bytes(const VariantCosts& a, const VariantCosts& b) {
+    return a.out_bytes == b.out_bytes && a.saved_bytes == b.saved_bytes &&
+           a.fwd_peak == b.fwd_peak && a.bwd_peak == b.bwd_peak;
+  }
+  bool counts(const Visit& v, const Schedule& schedule) const {
+    return v.gauge <= usual_gauge_ * schedule.gauge_band &&
+           v.gauge * schedule.gauge_band >= usual_gauge_;
+  }
+  // The mode of the gauges taken: the one with the most others within 10% of it.
+  void update_usual_gauge() {
+    int best = -1;
+    for (double g : gauges_) {
+      int near = 0;
+      for (double h : gauges_) near += std::abs(h - g) <= 0.1 * g;
+      if (near > best || (near == best && g < usual_gauge_)) best = near, usual_gauge_ = g;
+    }
+  }
+
+  void visit(const Shape& s) {
+    const torch::Tensor& x = inputs_.at(s);
+    long faults = 0;
+    measure_step(e_.net, x, &faults);  // warm-up: the pool and the caches as this shape leaves them
+    Visit v;
+    const double before = gauge_.seconds();
+    v.costs = measure_step(e_.net, x, &v.faults);
+    const double after = gauge_.seconds();
+    v.gauge = std::max(before, after);
+    gauges_.push_back(before);
+    gauges_.push_back(after);
+    update_usual_gauge();
+    if (verbose()) {
+      std::printf("  visit %s: gauge %.0f us, %ld page faults\n", format_shape(s).c_str(),
+                  1e6 * v.gauge, v.faults);
+    }
+    records_[s].visits.push_back(std::move(v));
+  }
+
+  Experiment& e_;
+  SpeedGauge gauge_;
+  std::vector<Shape> order_;
+  std::map<Shape, torch::Tensor> inputs_;
+  std::map<Shape, ShapeRecord> records_;
+  std::vector<double> gauges_;
+  double usual_gauge_ = 0.0;
+  double seconds_ = 0.0;
+};
+
+Chain to_chain(const std::vector<VariantCosts>& costs) {
   Chain chain;
   for (std::size_t i = 0; i < costs.size(); ++i) {
-    chain.stages.push_back(
-        Stage{fmt::format("stage{}", i), {requested ? costs[i].requested : costs[i].allocated}});
+    chain.stages.push_back(Stage{fmt::format("stage{}", i), {costs[i]}});
   }
   return chain;
 }
 
-// Profiles what the predictor asks for (at most three shapes, three steps each), then predicts
-// every other candidate and compares with its measurement (three steps too). Prints one table row
-// per held-out shape.
-void run(Experiment& e, bool requested, Errors* errors) {
+// --- the experiment ----------------------------------------------------------------------------
+
+struct Errors {
+  double bytes = 0.0;             // worst relative error over every byte number
+  double time = 0.0;              // worst relative error over every stage time
+  double median_time = 0.0;       // median relative error over every stage time
+  double step_time = 0.0;         // worst relative error of the whole step's time (sum of stages)
+  double median_step_time = 0.0;  // median over held-out shapes
+  int held_out = 0;
+  int confident = 0;  // held-out shapes the predictor called confident
+  std::string worst_bytes;
+  std::string worst_time;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Measures every candidate shape, profiles the (at most three) shapes the predictor asks for,
+// predicts every other candidate and compares with its measurement. Prints one row per held-out
+// shape.
+Errors run(Experiment& e) {
+  const Schedule schedule;
+  Campaign campaign(e);
+  const double start = wall_seconds();
+  campaign.first_steps();
+
+  // The shapes to profile, as a runtime would meet them: each chosen from what the ones before
+  // showed (their first steps).
   PredictorOptions options;
   options.dim_names = e.dim_names;
-  std::vector<StageCosts> warm = measure(e, e.candidates.back(), 1);  // first-step allocations
-  Predictor p = Predictor::for_chain(to_chain(warm, requested), options);
-  int profiled = 0;
-  while (profiled < 3) {
-    std::optional<Shape> next = p.next_shape_to_profile(e.candidates);
-    if (!next) break;
-    const Chain measured = to_chain(measure(e, *next, 3), requested);
-    p.observe(*next, measured);
-    if (std::getenv("MONET_TEST_VERBOSE")) {
+  std::vector<Shape> profiled;
+  {
+    Predictor chooser =
+        Predictor::for_chain(to_chain(campaign.costs(e.candidates[0], schedule)), options);
+    while (profiled.size() < 3) {
+      std::optional<Shape> next = chooser.next_shape_to_profile(e.candidates);
+      if (!next) break;
+      chooser.observe(*next, to_chain(campaign.costs(*next, schedule)));
+      profiled.push_back(*next);
+    }
+  }
+  EXPECT_EQ(profiled.size(), 3u);
+
+  campaign.time_visits(schedule);
+  std::printf(
+      "%s: measured %zu shapes in %.1f s (timing %.1f s); %d of %d timed visits counted "
+      "(usual speed gauge %.0f us)\n",
+      e.name.c_str(), e.candidates.size(), wall_seconds() - start, campaign.seconds(),
+      campaign.total_counted(schedule), campaign.total_visits(), 1e6 * campaign.usual_gauge());
+
+  Predictor p = Predictor::for_chain(to_chain(campaign.costs(profiled[0], schedule)), options);
+  for (const Shape& s : profiled) {
+    const Chain measured = to_chain(campaign.costs(s, schedule));
+    p.observe(s, measured);
+    std::printf("%s: profiled %s (%d counted visits)\n", e.name.c_str(), format_shape(s).c_str(),
+                campaign.counted_visits(s, schedule));
+    if (verbose()) {
       for (const Stage& st : measured.stages) {
         const VariantCosts& v = st.variants[0];
         std::printf("  %s out %ld saved %ld fwd_peak %ld bwd_peak %ld fwd %.3gs bwd %.3gs\n",
@@ -260,13 +463,20 @@ void run(Experiment& e, bool requested, Errors* errors) {
                     static_cast<long>(v.bwd_peak), v.fwd_time, v.bwd_time);
       }
     }
-    std::printf("%s: profiled %s\n", e.name.c_str(), format_shape(*next).c_str());
-    ++profiled;
   }
-  EXPECT_EQ(profiled, 3);
+  if (verbose()) {
+    for (int i = 0; i < p.num_stages(); ++i) {
+      for (Quantity q : kAllQuantities) {
+        std::printf("  stage%d %s = %s\n", i, quantity_name(q), p.describe_law(i, 0, q).c_str());
+      }
+    }
+  }
+
+  Errors errors;
+  std::vector<double> stage_errors, step_errors;
   for (const Shape& shape : e.candidates) {
     if (p.is_profiled(shape)) continue;
-    const Chain want = to_chain(measure(e, shape, 3), requested);
+    const Chain want = to_chain(campaign.costs(shape, schedule));
     const Chain got = p.predict(shape);
     double shape_bytes = 0.0, shape_time = 0.0, want_step = 0.0, got_step = 0.0;
     for (std::size_t i = 0; i < want.stages.size(); ++i) {
@@ -279,42 +489,64 @@ void run(Experiment& e, bool requested, Errors* errors) {
                         i, quantity_name(q), w, g, p.describe_law(static_cast<int>(i), 0, q));
         if (is_bytes(q)) {
           shape_bytes = std::max(shape_bytes, rel);
-          if (rel > errors->bytes) errors->bytes = rel, errors->worst_bytes = where;
+          if (rel > errors.bytes) errors.bytes = rel, errors.worst_bytes = where;
         } else {
           want_step += w;
           got_step += g;
+          stage_errors.push_back(rel);
           shape_time = std::max(shape_time, rel);
-          if (rel > errors->time) errors->time = rel, errors->worst_time = where;
+          if (rel > errors.time) errors.time = rel, errors.worst_time = where;
         }
       }
     }
     const double step = std::abs(got_step - want_step) / want_step;
-    errors->step_time = std::max(errors->step_time, step);
-    std::printf("%s %-16s bytes %6.2f%%  stage time %6.2f%%  step time %6.2f%%  confident %d\n",
-                e.name.c_str(), format_shape(shape).c_str(), 100 * shape_bytes, 100 * shape_time,
-                100 * step, p.confidence(shape).confident);
+    step_errors.push_back(step);
+    const bool confident = p.confidence(shape).confident;
+    errors.confident += confident;
+    ++errors.held_out;
+    std::printf(
+        "%s %-13s bytes %6.2f%%  worst stage time %6.1f%%  step time %6.1f%%  "
+        "counted visits %d  confident %d\n",
+        e.name.c_str(), format_shape(shape).c_str(), 100 * shape_bytes, 100 * shape_time,
+        100 * step, campaign.counted_visits(shape, schedule), confident);
   }
-  std::printf("%s (%s bytes): worst bytes %.2f%% at %s\n", e.name.c_str(),
-              requested ? "requested" : "allocated", 100 * errors->bytes,
-              errors->worst_bytes.c_str());
-  std::printf("%s: worst stage time %.2f%% at %s; worst step time %.2f%%\n", e.name.c_str(),
-              100 * errors->time, errors->worst_time.c_str(), 100 * errors->step_time);
+  errors.median_time = median(stage_errors);
+  errors.median_step_time = median(step_errors);
+  errors.step_time =
+      step_errors.empty() ? 0.0 : *std::max_element(step_errors.begin(), step_errors.end());
+  std::printf("%s: %d held-out shapes, %d called confident\n", e.name.c_str(), errors.held_out,
+              errors.confident);
+  std::printf("%s: worst bytes error %.2f%% at %s\n", e.name.c_str(), 100 * errors.bytes,
+              errors.worst_bytes.c_str());
+  std::printf("%s: stage time error median %.1f%%, worst %.1f%% at %s\n", e.name.c_str(),
+              100 * errors.median_time, 100 * errors.time, errors.worst_time.c_str());
+  std::printf("%s: step time error median %.1f%%, worst %.1f%%\n", e.name.c_str(),
+              100 * errors.median_step_time, 100 * errors.step_time);
+  return errors;
 }
 
 class RealModels : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     install_cpu_allocator();
-    torch::set_num_threads(1);  // steadier times on a shared machine
+    torch::set_num_threads(1);
+    at::globalContext().setUserEnabledMkldnn(false);
   }
 };
+
+void record(const Errors& errors) {
+  ::testing::Test::RecordProperty("bytes_error", std::to_string(errors.bytes));
+  ::testing::Test::RecordProperty("stage_time_error", std::to_string(errors.time));
+  ::testing::Test::RecordProperty("median_stage_time_error", std::to_string(errors.median_time));
+  ::testing::Test::RecordProperty("step_time_error", std::to_string(errors.step_time));
+}
 
 Experiment transformer() {
   Experiment e;
   e.name = "transformer";
   e.dim_names = {"batch", "seq"};
   for (std::int64_t b : {2, 4, 8, 16}) {
-    for (std::int64_t s : {16, 32, 64, 96, 128}) e.candidates.push_back({b, s});
+    for (std::int64_t s : {16, 32, 64, 128}) e.candidates.push_back({b, s});
   }
   e.input = [](const Shape& s) { return torch::randn({s[1], s[0], 32}); };
   e.net = make_transformer();
@@ -327,8 +559,8 @@ Experiment cnn() {
   e.name = "cnn";
   e.dim_names = {"batch", "height", "width"};
   for (std::int64_t b : {2, 4, 8}) {
-    for (std::int64_t h : {16, 32, 48, 64}) {
-      for (std::int64_t w : {16, 32, 48, 64}) e.candidates.push_back({b, h, w});
+    for (std::int64_t h : {16, 32, 48}) {
+      for (std::int64_t w : {16, 32, 48}) e.candidates.push_back({b, h, w});
     }
   }
   e.input = [](const Shape& s) { return torch::randn({s[0], 3, s[1], s[2]}); };
@@ -337,25 +569,18 @@ Experiment cnn() {
   return e;
 }
 
-// The transformer meets the byte target; its times, and the CNN's bytes and times, are measured
-// and printed (docs/predictor.md has the table) but do not meet the targets yet: see there.
 TEST_F(RealModels, TransformerEncoderBatchBySeq) {
   Experiment e = transformer();
-  Errors errors;
-  run(e, /*requested=*/true, &errors);
+  const Errors errors = run(e);
   EXPECT_LE(errors.bytes, 0.03) << errors.worst_bytes;
-  RecordProperty("bytes_error", std::to_string(errors.bytes));
-  RecordProperty("stage_time_error", std::to_string(errors.time));
-  RecordProperty("step_time_error", std::to_string(errors.step_time));
+  record(errors);
 }
 
 TEST_F(RealModels, ResNetStyleCnnBatchByHeightByWidth) {
   Experiment e = cnn();
-  Errors errors;
-  run(e, /*requested=*/true, &errors);
-  RecordProperty("bytes_error", std::to_string(errors.bytes));
-  RecordProperty("stage_time_error", std::to_string(errors.time));
-  RecordProperty("step_time_error", std::to_string(errors.step_time));
+  const Errors errors = run(e);
+  EXPECT_LE(errors.bytes, 0.03) << errors.worst_bytes;
+  record(errors);
 }
 
 }  // namespace
