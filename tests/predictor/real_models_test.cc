@@ -18,7 +18,8 @@
 //   twice as slow while a neighbour computes. Only visits made at the speed the machine ran at
 //   most often count, so that every shape is timed on about the same machine.
 //
-// Asserted: the byte target (3%) on both models, and that bytes repeat exactly from step to step.
+// Asserted: the byte target (3%) on both models, predictions never short of a measurement by more
+// than 0.1%, and bytes that repeat exactly from step to step.
 // Times are printed, not asserted: docs/predictor.md says why.
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
@@ -399,8 +400,10 @@ Chain to_chain(const std::vector<VariantCosts>& costs) {
 
 struct Errors {
   double bytes = 0.0;             // worst relative error over every byte number
+  double bytes_under = 0.0;       // worst shortfall, (measured - predicted) / measured, if any
   double time = 0.0;              // worst relative error over every stage time
   double median_time = 0.0;       // median relative error over every stage time
+  double large_time = 0.0;        // worst relative error over stage times of 1 ms or more
   double step_time = 0.0;         // worst relative error of the whole step's time (sum of stages)
   double median_step_time = 0.0;  // median over held-out shapes
   int held_out = 0;
@@ -488,12 +491,14 @@ Errors run(Experiment& e) {
             fmt::format("{} stage{} {}: measured {:.4g} predicted {:.4g} ({})", format_shape(shape),
                         i, quantity_name(q), w, g, p.describe_law(static_cast<int>(i), 0, q));
         if (is_bytes(q)) {
+          if (w > 0) errors.bytes_under = std::max(errors.bytes_under, (w - g) / w);
           shape_bytes = std::max(shape_bytes, rel);
           if (rel > errors.bytes) errors.bytes = rel, errors.worst_bytes = where;
         } else {
           want_step += w;
           got_step += g;
           stage_errors.push_back(rel);
+          if (w >= 1e-3) errors.large_time = std::max(errors.large_time, rel);
           shape_time = std::max(shape_time, rel);
           if (rel > errors.time) errors.time = rel, errors.worst_time = where;
         }
@@ -516,10 +521,13 @@ Errors run(Experiment& e) {
       step_errors.empty() ? 0.0 : *std::max_element(step_errors.begin(), step_errors.end());
   std::printf("%s: %d held-out shapes, %d called confident\n", e.name.c_str(), errors.held_out,
               errors.confident);
-  std::printf("%s: worst bytes error %.2f%% at %s\n", e.name.c_str(), 100 * errors.bytes,
-              errors.worst_bytes.c_str());
-  std::printf("%s: stage time error median %.1f%%, worst %.1f%% at %s\n", e.name.c_str(),
-              100 * errors.median_time, 100 * errors.time, errors.worst_time.c_str());
+  std::printf("%s: worst bytes error %.2f%% at %s; worst shortfall %.3f%%\n", e.name.c_str(),
+              100 * errors.bytes, errors.worst_bytes.c_str(), 100 * errors.bytes_under);
+  std::printf(
+      "%s: stage time error median %.1f%%, worst %.1f%% (%.1f%% over times of 1 ms or "
+      "more) at %s\n",
+      e.name.c_str(), 100 * errors.median_time, 100 * errors.time, 100 * errors.large_time,
+      errors.worst_time.c_str());
   std::printf("%s: step time error median %.1f%%, worst %.1f%%\n", e.name.c_str(),
               100 * errors.median_step_time, 100 * errors.step_time);
   return errors;
@@ -534,10 +542,18 @@ class RealModels : public ::testing::Test {
   }
 };
 
+// Every byte number within 3%, and never short of the measurement by more than 0.1% (the
+// predictor's byte noise floor: laws that close count as exact, and the simplest one is taken).
+void expect_byte_targets(const Errors& errors) {
+  EXPECT_LE(errors.bytes, 0.03) << errors.worst_bytes;
+  EXPECT_LE(errors.bytes_under, 0.001);
+}
+
 void record(const Errors& errors) {
   ::testing::Test::RecordProperty("bytes_error", std::to_string(errors.bytes));
   ::testing::Test::RecordProperty("stage_time_error", std::to_string(errors.time));
   ::testing::Test::RecordProperty("median_stage_time_error", std::to_string(errors.median_time));
+  ::testing::Test::RecordProperty("large_stage_time_error", std::to_string(errors.large_time));
   ::testing::Test::RecordProperty("step_time_error", std::to_string(errors.step_time));
 }
 
@@ -572,14 +588,14 @@ Experiment cnn() {
 TEST_F(RealModels, TransformerEncoderBatchBySeq) {
   Experiment e = transformer();
   const Errors errors = run(e);
-  EXPECT_LE(errors.bytes, 0.03) << errors.worst_bytes;
+  expect_byte_targets(errors);
   record(errors);
 }
 
 TEST_F(RealModels, ResNetStyleCnnBatchByHeightByWidth) {
   Experiment e = cnn();
   const Errors errors = run(e);
-  EXPECT_LE(errors.bytes, 0.03) << errors.worst_bytes;
+  expect_byte_targets(errors);
   record(errors);
 }
 
