@@ -487,9 +487,12 @@ Errors run(Experiment& e) {
         const double w = quantity_value(want.stages[i].variants[0], q);
         const double g = quantity_value(got.stages[i].variants[0], q);
         const double rel = w > 0 ? std::abs(g - w) / w : (g > 0 ? 1.0 : 0.0);
+        const std::string values = is_bytes(q)
+                                       ? fmt::format("measured {:.0f} predicted {:.0f}", w, g)
+                                       : fmt::format("measured {:.4g} predicted {:.4g}", w, g);
         const std::string where =
-            fmt::format("{} stage{} {}: measured {:.4g} predicted {:.4g} ({})", format_shape(shape),
-                        i, quantity_name(q), w, g, p.describe_law(static_cast<int>(i), 0, q));
+            fmt::format("{} stage{} {}: {} ({})", format_shape(shape), i, quantity_name(q), values,
+                        p.describe_law(static_cast<int>(i), 0, q));
         if (is_bytes(q)) {
           if (w > 0) errors.bytes_under = std::max(errors.bytes_under, (w - g) / w);
           shape_bytes = std::max(shape_bytes, rel);
