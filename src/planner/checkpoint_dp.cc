@@ -9,6 +9,22 @@ namespace monet {
 namespace {
 
 constexpr std::int64_t kUnreachable = std::numeric_limits<std::int64_t>::max() / 4;
+// Marks a source state beaten for good, until the start's sources are compacted.
+constexpr std::int64_t kBeaten = std::numeric_limits<std::int64_t>::max();
+
+// The first state of [begin, end) for which `before` is false, `before` being true on a prefix:
+// std::partition_point without branches on the data, which the processor cannot predict.
+template <typename Before>
+const DpState* first_not(const DpState* begin, const DpState* end, Before before) {
+  auto size = static_cast<std::size_t>(end - begin);
+  if (size == 0) return begin;
+  while (size > 1) {
+    const std::size_t half = size / 2;
+    begin += static_cast<std::size_t>(before(begin[half])) * half;
+    size -= half;
+  }
+  return begin + static_cast<std::size_t>(before(*begin));
+}
 
 }  // namespace
 
@@ -36,6 +52,11 @@ struct CheckpointDp::Buffers {
   std::vector<LayerStep> steps;
   std::vector<Growth> growth;
   std::vector<SegmentOption> options_at;
+  std::vector<DpState> sources;
+  std::vector<std::int32_t> sources_begin;
+  std::vector<std::int32_t> sources_end;
+  std::vector<double> prefix_time;
+  std::vector<int> dropped;
 };
 
 std::vector<std::unique_ptr<CheckpointDp::Buffers>>& CheckpointDp::spare_buffers() {
@@ -76,7 +97,12 @@ CheckpointDp::CheckpointDp(const BlockCosts& costs, DpChoices choices, DpOptions
       open_(buffers_->open),
       steps_(buffers_->steps),
       growth_(buffers_->growth),
-      options_at_(buffers_->options_at) {
+      options_at_(buffers_->options_at),
+      sources_(buffers_->sources),
+      sources_begin_(buffers_->sources_begin),
+      sources_end_(buffers_->sources_end),
+      prefix_time_(buffers_->prefix_time),
+      dropped_(buffers_->dropped) {
   merge_.set_max_front(options.max_front);
   steps_.clear();
   assert(static_cast<int>(choices_.keep.size()) == stages_);
@@ -220,24 +246,6 @@ void CheckpointDp::compute_need() {
   }
 }
 
-namespace {
-
-// The first state of [begin, end) for which `before` is false, `before` being true on a prefix:
-// std::partition_point without branches on the data, which the processor cannot predict.
-template <typename Before>
-const DpState* first_not(const DpState* begin, const DpState* end, Before before) {
-  auto size = static_cast<std::size_t>(end - begin);
-  if (size == 0) return begin;
-  while (size > 1) {
-    const std::size_t half = size / 2;
-    begin += static_cast<std::size_t>(before(begin[half])) * half;
-    size -= half;
-  }
-  return begin + static_cast<std::size_t>(before(*begin));
-}
-
-}  // namespace
-
 std::pair<const DpState*, const DpState*> CheckpointDp::admitted(const DpState* begin,
                                                                  const DpState* end,
                                                                  std::int64_t limit, double time,
@@ -254,7 +262,7 @@ std::pair<const DpState*, const DpState*> CheckpointDp::admitted(const DpState* 
 std::int32_t CheckpointDp::add_run(std::int32_t begin, std::int32_t end, std::int64_t limit,
                                    std::int64_t retained, double time, int from, Kind kind,
                                    int choice) {
-  const DpState* states = pool_.data();
+  const DpState* states = sources_.data();
   const auto range = admitted(states + begin, states + end, limit, time, runs_boundary_);
   const auto first = static_cast<std::int32_t>(range.first - states);
   const auto last = static_cast<std::int32_t>(range.second - states);
@@ -266,10 +274,11 @@ std::int32_t CheckpointDp::add_run(std::int32_t begin, std::int32_t end, std::in
 }
 
 bool CheckpointDp::add_segment_runs(int start, int b, std::int64_t headroom) {
-  const std::int32_t begin = front_begin(start - 1, 0);
-  const std::int32_t end = front_end(start - 1, 0);
-  const std::int64_t least_retained = pool_[begin].retained;
-  const double fastest = pool_[end - 1].time;
+  const std::int32_t begin = sources_begin_[start];
+  const std::int32_t end = sources_end_[start];
+  if (begin == end) return false;  // every state of the start is beaten for good
+  const std::int64_t least_retained = sources_[begin].retained;
+  const double fastest = sources_[end - 1].time;
   const std::int64_t input = costs_.out(start - 1);
   const std::int64_t output = costs_.out(b);
   const std::size_t layers = choices_.segment.size();
@@ -324,7 +333,7 @@ bool CheckpointDp::add_segment_runs(int start, int b, std::int64_t headroom) {
     if (option.local >= least_local) continue;
     least_local = option.local;
     const std::int64_t limit = headroom - std::max(option.local, after);
-    if (limit < pool_[from].retained) continue;  // admits nothing
+    if (limit < sources_[from].retained) continue;  // admits nothing
     from = add_run(from, end, limit, retained, option.time, start - 1, option.kind, option.choice);
     if (from == end) break;
   }
@@ -335,6 +344,7 @@ void CheckpointDp::make_steps() {
   const std::size_t layers = choices_.segment.size();
   if (steps_.size() == layers * static_cast<std::size_t>(stages_ + 1)) return;
   steps_.resize(layers * static_cast<std::size_t>(stages_ + 1));
+  prefix_time_.assign(steps_.size(), 0.0);
   for (std::size_t l = 0; l < layers; ++l) {
     for (int j = 1; j <= stages_; ++j) {
       const int v = choices_.segment[l][j - 1];
@@ -342,13 +352,78 @@ void CheckpointDp::make_steps() {
       steps_[l * static_cast<std::size_t>(stages_ + 1) + static_cast<std::size_t>(j)] = LayerStep{
           in + out + costs_.fwd_peak(j, v), costs_.saved(j, v) + out, costs_.fwd_peak(j, v),
           in + costs_.bwd_peak(j, v), 2.0 * costs_.fwd_time(j, v) + costs_.bwd_time(j, v)};
+      const std::size_t at =
+          l * static_cast<std::size_t>(stages_ + 1) + static_cast<std::size_t>(j);
+      prefix_time_[at] = prefix_time_[at - 1] + steps_[at].time;
     }
   }
 }
 
-void CheckpointDp::append_front() {
-  if (!merge_.append_front(runs_, &pool_)) bucketed_ = true;
-  front_start_.push_back(static_cast<std::int32_t>(pool_.size()));
+void CheckpointDp::drop_beaten_sources(int b) {
+  // The state that beats a candidate must come from a later start: a later start has every
+  // layer's room that an earlier one has (local() only grows as a segment starts earlier), so if
+  // its state has no more P and is no slower, by at least what the earlier start's segment spends
+  // on the stages in between in any layer, it beats the candidate at every later boundary too.
+  // The front is sorted by P with time falling, so the fastest state with no more P than a
+  // candidate is the last one with no more P: only that one is tried, which is enough often.
+  const std::int32_t front_first = front_begin(b, 1), front_last = front_end(b, 1);
+  if (front_first == front_last) return;
+  const std::size_t layers = choices_.segment.size();
+  const std::size_t row = static_cast<std::size_t>(stages_ + 1);
+  const DpState* front = pool_.data();
+  dropped_.clear();
+  for (const StateRun& run : runs_) {
+    const int start = run.from + 1;
+    if (!lean_by_start_[start].empty()) continue;  // its lean segments are its own
+    if ((b - start) % 4 != 0) continue;
+    // The last front state with P <= the candidate's, found for the first candidate and then
+    // walked along.
+    const std::int64_t first_retained = sources_[run.begin].retained + run.retained;
+    std::int32_t j = static_cast<std::int32_t>(
+                         first_not(front + front_first, front + front_last,
+                                   [&](const DpState& s) { return s.retained <= first_retained; }) -
+                         front) -
+                     1;
+    bool dropped = false;
+    for (std::int32_t k = run.begin; k < run.end; ++k) {
+      const std::int64_t retained = sources_[k].retained + run.retained;
+      while (j + 1 < front_last && front[j + 1].retained <= retained) ++j;
+      if (j < front_first) continue;
+      const DpState& rival = front[j];
+      const int rival_start = rival.from + 1;
+      if (rival_start <= start) continue;
+      // The rival's time before its segment, and the least the earlier start spends on
+      // stages start..rival_start - 1 in any layer.
+      double rival_source = rival.time;
+      if (rival.kind == kLayer) {
+        const std::size_t l = static_cast<std::size_t>(rival.choice) * row;
+        rival_source -= prefix_time_[l + static_cast<std::size_t>(b)] -
+                        prefix_time_[l + static_cast<std::size_t>(rival_start - 1)];
+      } else {
+        rival_source -= lean_segments_[static_cast<std::size_t>(rival.choice)].time;
+      }
+      double allowance = std::numeric_limits<double>::infinity();
+      for (std::size_t l = 0; l < layers; ++l) {
+        allowance =
+            std::min(allowance, prefix_time_[l * row + static_cast<std::size_t>(rival_start - 1)] -
+                                    prefix_time_[l * row + static_cast<std::size_t>(start - 1)]);
+      }
+      if (rival_source <= sources_[k].time + allowance) {
+        sources_[k].retained = kBeaten;
+        dropped = true;
+      }
+    }
+    if (dropped) dropped_.push_back(start);
+  }
+  for (int start : dropped_) {
+    const std::int32_t begin = sources_begin_[start];
+    std::int32_t kept = begin;
+    for (std::int32_t k = begin; k < sources_end_[start]; ++k) {
+      sources_[kept] = sources_[k];
+      kept += sources_[k].retained != kBeaten ? 1 : 0;
+    }
+    sources_end_[start] = kept;
+  }
 }
 
 DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent) {
@@ -371,6 +446,9 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
   const std::size_t layers = choices_.segment.size();
   growth_.resize(static_cast<std::size_t>(stages_ + 1) * layers);
   open_.clear();
+  sources_.clear();
+  sources_begin_.assign(static_cast<std::size_t>(stages_ + 1), 0);
+  sources_end_.assign(static_cast<std::size_t>(stages_ + 1), 0);
   make_steps();
   if (options_.max_front > 0) {
     pool_.reserve(static_cast<std::size_t>(2 * (stages_ + 1) * (options_.max_front + 2)));
@@ -401,13 +479,22 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
     if (front_begin(b - 1, 0) != front_end(b - 1, 0)) {
       std::fill_n(growth_.data() + static_cast<std::size_t>(b) * layers, layers, Growth{});
       open_.push_back(b);
+      // The start's sources: front(b - 1, 0), each state's parent its index in the pool.
+      sources_begin_[b] = static_cast<std::int32_t>(sources_.size());
+      for (std::int32_t k = front_begin(b - 1, 0); k < front_end(b - 1, 0); ++k) {
+        sources_.push_back(pool_[k]);
+        sources_.back().parent = k;
+      }
+      sources_end_[b] = static_cast<std::int32_t>(sources_.size());
     }
     std::size_t still_open = 0;
     for (int start : open_) {
       if (add_segment_runs(start, b, headroom)) open_[still_open++] = start;
     }
     open_.resize(still_open);
-    append_front();
+    if (!merge_.append_front(sources_, runs_, &pool_)) bucketed_ = true;
+    front_start_.push_back(static_cast<std::int32_t>(pool_.size()));
+    drop_beaten_sources(b);
   }
 
   // Every state at the last boundary fits: it passed need(L) = the turn when it was made.

@@ -152,7 +152,7 @@ class CheckpointDp {
   std::pair<const DpState*, const DpState*> admitted(const DpState* begin, const DpState* end,
                                                      std::int64_t limit, double time,
                                                      int boundary) const;
-  // Adds the run of pool states [begin, end) shifted by a block, admitting states with
+  // Adds the run of source states [begin, end) shifted by a block, admitting states with
   // P <= limit that can still beat the incumbent. Returns where the admitted states end.
   std::int32_t add_run(std::int32_t begin, std::int32_t end, std::int64_t limit,
                        std::int64_t retained, double time, int from, Kind kind, int choice);
@@ -161,8 +161,9 @@ class CheckpointDp {
   bool add_segment_runs(int start, int b, std::int64_t headroom);
   // Fills steps_ for the layers there are.
   void make_steps();
-  // Appends the front of runs_ to the pool as the next front.
-  void append_front();
+  // Drops, from the sources of the open segment starts, the states whose candidates at boundary b
+  // a state of a later start beats at every boundary from b on.
+  void drop_beaten_sources(int b);
   Plan reconstruct(std::int32_t index, int boundary) const;
 
   const BlockCosts& costs_;
@@ -199,6 +200,14 @@ class CheckpointDp {
   std::vector<LayerStep>& steps_;  // per layer and stage (0..L)
   std::vector<Growth>& growth_;    // per start and layer
   std::vector<SegmentOption>& options_at_;
+  // Per segment start a, the states of front(a - 1, 0) not yet beaten for good (a candidate from
+  // them always has a faster one with no more P), sources_[sources_begin_[a], sources_end_[a]),
+  // each state's parent its index in the pool.
+  std::vector<DpState>& sources_;
+  std::vector<std::int32_t>& sources_begin_;
+  std::vector<std::int32_t>& sources_end_;
+  std::vector<double>& prefix_time_;  // per layer, time of its segment over stages 1..j
+  std::vector<int>& dropped_;         // starts that lost sources at this boundary
 };
 
 // The `dp` strategy: CheckpointDp over default variants.
