@@ -61,9 +61,16 @@ std::vector<int> useful_variants(const BlockCosts& costs, int i, bool in_segment
     }
     if (!beaten) useful.push_back(v);
   }
-  std::stable_sort(useful.begin(), useful.end(), [&](int x, int y) {
-    return stage_time(costs, i, x, in_segment) < stage_time(costs, i, y, in_segment);
-  });
+  // An insertion sort, stable: a stage has a few variants.
+  for (std::size_t k = 1; k < useful.size(); ++k) {
+    const int v = useful[k];
+    const double time = stage_time(costs, i, v, in_segment);
+    std::size_t j = k;
+    for (; j > 0 && stage_time(costs, i, useful[j - 1], in_segment) > time; --j) {
+      useful[j] = useful[j - 1];
+    }
+    useful[j] = v;
+  }
   return useful;
 }
 
