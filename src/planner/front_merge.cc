@@ -6,6 +6,9 @@
 namespace monet {
 namespace {
 
+// Up to this many runs are merged at once.
+constexpr std::size_t kFewRuns = 4;
+
 // The most P buckets: about one candidate per bucket, within this.
 constexpr std::size_t kMaxBuckets = 4096;
 
@@ -44,23 +47,19 @@ DpState* merge_fronts(const DpState* x, const DpState* x_end, const DpState* y,
     *out = *s;
     const bool faster = s->time < best;
     out += faster ? 1 : 0;
-    best = faster ? s->time : best;
+    best = std::min(best, s->time);
   }
   for (const DpState *rest = x != x_end ? x : y, *rest_end = x != x_end ? x_end : y_end;
        rest != rest_end; ++rest) {
     *out = *rest;
     const bool faster = rest->time < best;
     out += faster ? 1 : 0;
-    best = faster ? rest->time : best;
+    best = std::min(best, rest->time);
   }
   return out;
 }
 
 }  // namespace
-
-bool FrontMerge::append_front(const std::vector<StateRun>& runs, std::vector<DpState>* pool) {
-  return append(pool->data(), false, runs, pool);
-}
 
 bool FrontMerge::append_front(const std::vector<DpState>& source, const std::vector<StateRun>& runs,
                               std::vector<DpState>* pool) {
@@ -73,16 +72,57 @@ bool FrontMerge::append(const DpState* states, bool indirect, const std::vector<
   for (const StateRun& run : runs) candidates += static_cast<std::size_t>(run.end - run.begin);
   const std::size_t first = pool->size();
   if (candidates == 0) return true;
-  // Merging costs about log2(runs) steps per candidate; buckets cost two passes over the
-  // candidates and one over the buckets.
-  std::size_t rounds = 0;
-  while ((std::size_t{1} << rounds) < runs.size()) ++rounds;
-  if (rounds <= 2 || candidates < 2 * bucket_count(candidates)) {
+  // A few runs are merged at once, taking the least P of their heads; more are merged in pairs,
+  // round after round (about log2(runs) steps per candidate), or, when there are many candidates
+  // for their buckets, through buckets (two passes over the candidates, one over the buckets).
+  if (runs.size() <= kFewRuns) {
+    merge_few(states, indirect, runs, candidates, pool);
+  } else if (candidates < 2 * bucket_count(candidates)) {
     merge_runs(states, indirect, runs, candidates, pool);
   } else {
     bucket_runs(states, indirect, runs, candidates, pool);
   }
   return !thin(first, pool);
+}
+
+void FrontMerge::merge_few(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
+                           std::size_t candidates, std::vector<DpState>* pool) {
+  // Each run's next candidate, its key cached; a spent run's key is past every other.
+  constexpr std::int64_t kSpent = std::numeric_limits<std::int64_t>::max();
+  std::int32_t next[kFewRuns];
+  std::int64_t head_retained[kFewRuns];
+  double head_time[kFewRuns];
+  const std::size_t count = runs.size();
+  const auto load = [&](std::size_t r) {
+    const bool spent = next[r] == runs[r].end;
+    const std::int32_t k = spent ? runs[r].begin : next[r];
+    head_retained[r] = spent ? kSpent : states[k].retained + runs[r].retained;
+    head_time[r] = states[k].time + runs[r].time;
+  };
+  for (std::size_t r = 0; r < count; ++r) {
+    next[r] = runs[r].begin;
+    load(r);
+  }
+  const std::size_t first = pool->size();
+  pool->resize(first + candidates);
+  DpState* out = pool->data() + first;
+  double best = std::numeric_limits<double>::infinity();
+  for (std::size_t step = 0; step < candidates; ++step) {
+    std::size_t r = 0;
+    for (std::size_t other = 1; other < count; ++other) {
+      const bool before =
+          (head_retained[other] < head_retained[r]) |
+          ((head_retained[other] == head_retained[r]) & (head_time[other] < head_time[r]));
+      r ^= (r ^ other) & (std::size_t{0} - static_cast<std::size_t>(before));  // no branch
+    }
+    *out = candidate(states, indirect, runs[r], next[r]);
+    const bool faster = out->time < best;
+    out += faster ? 1 : 0;
+    best = std::min(best, head_time[r]);
+    ++next[r];
+    load(r);
+  }
+  pool->resize(static_cast<std::size_t>(out - pool->data()));
 }
 
 std::size_t FrontMerge::bucket_count(std::size_t candidates) const {
@@ -180,7 +220,7 @@ void FrontMerge::bucket_runs(const DpState* states, bool indirect,
       *out = s;
       const bool faster = s.time < best;
       out += faster ? 1 : 0;
-      best = faster ? s.time : best;
+      best = std::min(best, s.time);
     };
     for (std::size_t q = 0; q < count; ++q) {
       Bucket& bucket = buckets[q];
@@ -241,7 +281,7 @@ void FrontMerge::unite(const std::vector<DpState>& pool, std::int32_t x_begin, s
     out->parent = k;
     const bool faster = states[k].time < best;
     out += faster ? 1 : 0;
-    best = faster ? states[k].time : best;
+    best = std::min(best, states[k].time);
   };
   while (i < x_end && j < y_end) {  // branch-free, like merge_fronts()
     const bool take_j =

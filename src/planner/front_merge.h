@@ -46,12 +46,9 @@ class FrontMerge {
   explicit FrontMerge(int max_front) : max_front_(max_front) {}
   void set_max_front(int max_front) { max_front_ = max_front; }
 
-  // Appends to `pool` the front of the candidates of `runs`, whose states are `pool`'s own (a
-  // candidate's parent is the index of its state). Returns false when the front had to be cut.
-  bool append_front(const std::vector<StateRun>& runs, std::vector<DpState>* pool);
-
-  // The same for runs over `source`, states whose `parent` already holds their pool index (what
-  // unite() gives).
+  // Appends to `pool` the front of the candidates of `runs`, over states of `source` whose
+  // `parent` holds their index in the pool (what unite() gives). Returns false when the front had
+  // to be cut to max_front states.
   bool append_front(const std::vector<DpState>& source, const std::vector<StateRun>& runs,
                     std::vector<DpState>* pool);
 
@@ -74,6 +71,9 @@ class FrontMerge {
   // when parents is null.
   bool append(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
               std::vector<DpState>* pool);
+  // The front of a few runs, merged at once.
+  void merge_few(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
+                 std::size_t candidates, std::vector<DpState>* pool);
   // The front of the runs, by merging their fronts in pairs, round after round.
   void merge_runs(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
                   std::size_t candidates, std::vector<DpState>* pool);
