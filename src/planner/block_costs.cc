@@ -10,6 +10,10 @@ BlockCosts::BlockCosts(const Chain& chain, bool default_only)
       default_only_(default_only) {
   out_.assign(stages_ + 1, 0);
   first_.assign(stages_ + 2, 0);
+  std::size_t total = 0;
+  for (const Stage& stage : chain.stages) total += default_only ? 1 : stage.variants.size();
+  for (std::vector<std::int64_t>* v : {&saved_, &fwd_peak_, &bwd_peak_}) v->reserve(total);
+  for (std::vector<double>* v : {&fwd_time_, &bwd_time_}) v->reserve(total);
   for (int i = 1; i <= stages_; ++i) {
     const std::vector<VariantCosts>& variants = chain.stages[i - 1].variants;
     const int count = default_only ? 1 : static_cast<int>(variants.size());

@@ -115,9 +115,10 @@ CheckpointDp::CheckpointDp(const BlockCosts& costs, DpChoices choices, DpOptions
     }
     least_rest_[i - 1] = least_rest_[i] + least;
   }
-  kept_.resize(stages_);
+  kept_first_.assign(static_cast<std::size_t>(stages_ + 1), 0);
   for (int i = 1; i <= stages_; ++i) {
-    for (int v : choices_.keep[i - 1]) kept_[i - 1].push_back(KeptOption{costs_.kept(i, v), v});
+    for (int v : choices_.keep[i - 1]) kept_.push_back(KeptOption{costs_.kept(i, v), v});
+    kept_first_[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(kept_.size());
   }
   compute_need();
 }
@@ -460,7 +461,9 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
     FrontMerge::unite(pool_, front_begin(b - 1, 0), front_end(b - 1, 0), front_begin(b - 1, 1),
                       front_end(b - 1, 1), &united_);
     runs_.clear();
-    for (const KeptOption& kept : kept_[b - 1]) {
+    for (std::int32_t o = kept_first_[static_cast<std::size_t>(b - 1)];
+         o < kept_first_[static_cast<std::size_t>(b)]; ++o) {
+      const KeptOption& kept = kept_[static_cast<std::size_t>(o)];
       const BlockCosts::Block& block = kept.block;
       const std::int64_t limit = headroom - std::max(block.local, block.retained + need(b, 0));
       const DpState* states = united_.data();

@@ -173,7 +173,8 @@ class CheckpointDp {
   bool bucketed_ = false;
   std::vector<std::int64_t> need_;  // 2 per boundary: after a kept block, after a segment
   std::vector<double> least_rest_;  // per boundary: the least time the stages after it take
-  std::vector<std::vector<KeptOption>> kept_;  // per stage i (index i - 1)
+  std::vector<KeptOption> kept_;    // stage i's are [kept_first_[i - 1], kept_first_[i])
+  std::vector<std::int32_t> kept_first_;
   std::vector<LeanSegment> lean_segments_;
   std::vector<std::vector<int>> lean_by_start_;  // per start a: indices into lean_segments_
   std::vector<int> lean_last_;                   // per start a: the last stage of its lean segments
