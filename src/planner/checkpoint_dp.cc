@@ -9,8 +9,6 @@ namespace monet {
 namespace {
 
 constexpr std::int64_t kUnreachable = std::numeric_limits<std::int64_t>::max() / 4;
-// Marks a source state beaten for good, until the start's sources are compacted.
-constexpr std::int64_t kBeaten = std::numeric_limits<std::int64_t>::max();
 
 // The first state of [begin, end) for which `before` is false, `before` being true on a prefix:
 // std::partition_point without branches on the data, which the processor cannot predict.
@@ -52,11 +50,8 @@ struct CheckpointDp::Buffers {
   std::vector<LayerStep> steps;
   std::vector<Growth> growth;
   std::vector<SegmentOption> options_at;
-  std::vector<DpState> sources;
-  std::vector<std::int32_t> sources_begin;
-  std::vector<std::int32_t> sources_end;
+  SegmentSweep sweep;
   std::vector<double> prefix_time;
-  std::vector<int> dropped;
 };
 
 std::vector<std::unique_ptr<CheckpointDp::Buffers>>& CheckpointDp::spare_buffers() {
@@ -98,11 +93,8 @@ CheckpointDp::CheckpointDp(const BlockCosts& costs, DpChoices choices, DpOptions
       steps_(buffers_->steps),
       growth_(buffers_->growth),
       options_at_(buffers_->options_at),
-      sources_(buffers_->sources),
-      sources_begin_(buffers_->sources_begin),
-      sources_end_(buffers_->sources_end),
-      prefix_time_(buffers_->prefix_time),
-      dropped_(buffers_->dropped) {
+      sweep_(buffers_->sweep),
+      prefix_time_(buffers_->prefix_time) {
   merge_.set_max_front(options.max_front);
   steps_.clear();
   assert(static_cast<int>(choices_.keep.size()) == stages_);
@@ -260,27 +252,10 @@ std::pair<const DpState*, const DpState*> CheckpointDp::admitted(const DpState* 
   return {first, last};
 }
 
-std::int32_t CheckpointDp::add_run(std::int32_t begin, std::int32_t end, std::int64_t limit,
-                                   std::int64_t retained, double time, int from, Kind kind,
-                                   int choice) {
-  const DpState* states = sources_.data();
-  const auto range = admitted(states + begin, states + end, limit, time, runs_boundary_);
-  const auto first = static_cast<std::int32_t>(range.first - states);
-  const auto last = static_cast<std::int32_t>(range.second - states);
-  if (last > first) {
-    runs_.push_back(StateRun{first, last, retained, time, from, static_cast<std::int16_t>(choice),
-                             static_cast<std::uint8_t>(kind)});
-  }
-  return std::max(last, begin);
-}
-
-bool CheckpointDp::add_segment_runs(int start, int b, std::int64_t headroom) {
-  const std::int32_t begin = sources_begin_[start];
-  const std::int32_t end = sources_end_[start];
-  if (begin == end) return false;  // every state of the start is beaten for good
-  const std::int64_t least_retained = sources_[begin].retained;
-  const double fastest = sources_[end - 1].time;
+bool CheckpointDp::add_segment_options(int start, int b, std::int64_t headroom) {
   const std::int64_t input = costs_.out(start - 1);
+  const std::int64_t least_retained = sweep_.least_retained(start) - input;
+  const double fastest = sweep_.fastest(start);
   const std::int64_t output = costs_.out(b);
   const std::size_t layers = choices_.segment.size();
   Growth* growth = growth_.data() + static_cast<std::size_t>(start) * layers;
@@ -313,8 +288,7 @@ bool CheckpointDp::add_segment_runs(int start, int b, std::int64_t headroom) {
   }
   open = open || b < lean_last_[start];
   // Fastest first; an option is worth it only where it needs less room than every faster one.
-  // A state takes the fastest option its room admits, so the options split the source front,
-  // sorted by P, into consecutive ranges.
+  // A state takes the fastest option its room admits.
   for (std::size_t k = 1; k < options_at_.size(); ++k) {
     const SegmentOption option = options_at_[k];
     std::size_t j = k;
@@ -326,18 +300,20 @@ bool CheckpointDp::add_segment_runs(int start, int b, std::int64_t headroom) {
     }
     options_at_[j] = option;
   }
-  const std::int64_t retained = costs_.out(start - 1);
-  const std::int64_t after = retained + need(b, 1);
+  const std::int64_t after = input + need(b, 1);
   std::int64_t least_local = std::numeric_limits<std::int64_t>::max();
-  std::int32_t from = begin;
+  SegmentSweep::Option* options = sweep_.options(start);
+  int count = 0;
   for (const SegmentOption& option : options_at_) {
     if (option.local >= least_local) continue;
     least_local = option.local;
-    const std::int64_t limit = headroom - std::max(option.local, after);
-    if (limit < sources_[from].retained) continue;  // admits nothing
-    from = add_run(from, end, limit, retained, option.time, start - 1, option.kind, option.choice);
-    if (from == end) break;
+    // On the key, P + o(start - 1).
+    const std::int64_t key_limit = headroom - std::max(option.local, after) + input;
+    options[count++] =
+        SegmentSweep::Option{key_limit, option.time, static_cast<std::int16_t>(option.choice),
+                             static_cast<std::uint8_t>(option.kind)};
   }
+  sweep_.set_option_count(start, count);
   return open;
 }
 
@@ -360,71 +336,33 @@ void CheckpointDp::make_steps() {
   }
 }
 
-void CheckpointDp::drop_beaten_sources(int b) {
-  // The state that beats a candidate must come from a later start: a later start has every
-  // layer's room that an earlier one has (local() only grows as a segment starts earlier), so if
-  // its state has no more P and is no slower, by at least what the earlier start's segment spends
-  // on the stages in between in any layer, it beats the candidate at every later boundary too.
-  // The front is sorted by P with time falling, so the fastest state with no more P than a
-  // candidate is the last one with no more P: only that one is tried, which is enough often.
-  const std::int32_t front_first = front_begin(b, 1), front_last = front_end(b, 1);
-  if (front_first == front_last) return;
+void CheckpointDp::drop_beaten(int b) {
+  // A rival must come from a later start: a later start has every layer's room that an earlier
+  // one has (local() only grows as a segment starts earlier), so if its state has no more P and
+  // is no slower before its segment, by at least what the earlier start's segment spends on the
+  // stages in between in any layer, it beats the earlier state at every later boundary too.
   const std::size_t layers = choices_.segment.size();
   const std::size_t row = static_cast<std::size_t>(stages_ + 1);
-  const DpState* front = pool_.data();
-  dropped_.clear();
-  for (const StateRun& run : runs_) {
-    const int start = run.from + 1;
-    if (!lean_by_start_[start].empty()) continue;  // its lean segments are its own
-    if ((b - start) % 4 != 0) continue;
-    // The last front state with P <= the candidate's, found for the first candidate and then
-    // walked along.
-    const std::int64_t first_retained = sources_[run.begin].retained + run.retained;
-    std::int32_t j = static_cast<std::int32_t>(
-                         first_not(front + front_first, front + front_last,
-                                   [&](const DpState& s) { return s.retained <= first_retained; }) -
-                         front) -
-                     1;
-    bool dropped = false;
-    for (std::int32_t k = run.begin; k < run.end; ++k) {
-      const std::int64_t retained = sources_[k].retained + run.retained;
-      while (j + 1 < front_last && front[j + 1].retained <= retained) ++j;
-      if (j < front_first) continue;
-      const DpState& rival = front[j];
-      const int rival_start = rival.from + 1;
-      if (rival_start <= start) continue;
-      // The rival's time before its segment, and the least the earlier start spends on
-      // stages start..rival_start - 1 in any layer.
-      double rival_source = rival.time;
-      if (rival.kind == kLayer) {
-        const std::size_t l = static_cast<std::size_t>(rival.choice) * row;
-        rival_source -= prefix_time_[l + static_cast<std::size_t>(b)] -
-                        prefix_time_[l + static_cast<std::size_t>(rival_start - 1)];
-      } else {
-        rival_source -= lean_segments_[static_cast<std::size_t>(rival.choice)].time;
-      }
-      double allowance = std::numeric_limits<double>::infinity();
-      for (std::size_t l = 0; l < layers; ++l) {
-        allowance =
-            std::min(allowance, prefix_time_[l * row + static_cast<std::size_t>(rival_start - 1)] -
-                                    prefix_time_[l * row + static_cast<std::size_t>(start - 1)]);
-      }
-      if (rival_source <= sources_[k].time + allowance) {
-        sources_[k].retained = kBeaten;
-        dropped = true;
-      }
+  const auto rival_before = [&](const DpState& rival) {
+    if (rival.kind == kLean) {
+      return rival.time - lean_segments_[static_cast<std::size_t>(rival.choice)].time;
     }
-    if (dropped) dropped_.push_back(start);
-  }
-  for (int start : dropped_) {
-    const std::int32_t begin = sources_begin_[start];
-    std::int32_t kept = begin;
-    for (std::int32_t k = begin; k < sources_end_[start]; ++k) {
-      sources_[kept] = sources_[k];
-      kept += sources_[k].retained != kBeaten ? 1 : 0;
+    const std::size_t l = static_cast<std::size_t>(rival.choice) * row;
+    return rival.time - (prefix_time_[l + static_cast<std::size_t>(b)] -
+                         prefix_time_[l + static_cast<std::size_t>(rival.from)]);
+  };
+  const auto allowance = [&](int start, int rival_start) {
+    // A start with lean segments has options of its own: its states stay.
+    if (!lean_by_start_[start].empty()) return -std::numeric_limits<double>::infinity();
+    double least = std::numeric_limits<double>::infinity();
+    for (std::size_t l = 0; l < layers; ++l) {
+      least = std::min(least, prefix_time_[l * row + static_cast<std::size_t>(rival_start - 1)] -
+                                  prefix_time_[l * row + static_cast<std::size_t>(start - 1)]);
     }
-    sources_end_[start] = kept;
-  }
+    return least;
+  };
+  sweep_.drop_beaten(pool_.data() + front_begin(b, 1), pool_.data() + front_end(b, 1), rival_before,
+                     allowance);
 }
 
 DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent) {
@@ -447,16 +385,16 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
   const std::size_t layers = choices_.segment.size();
   growth_.resize(static_cast<std::size_t>(stages_ + 1) * layers);
   open_.clear();
-  sources_.clear();
-  sources_begin_.assign(static_cast<std::size_t>(stages_ + 1), 0);
-  sources_end_.assign(static_cast<std::size_t>(stages_ + 1), 0);
+  std::size_t most_lean = 0;
+  for (const std::vector<int>& leans : lean_by_start_)
+    most_lean = std::max(most_lean, leans.size());
+  sweep_.reset(stages_, static_cast<int>(layers + most_lean));
   make_steps();
   if (options_.max_front > 0) {
     pool_.reserve(static_cast<std::size_t>(2 * (stages_ + 1) * (options_.max_front + 2)));
   }
 
   for (int b = 1; b <= stages_; ++b) {
-    runs_boundary_ = b;
     // Kept stage b follows either side alike: one front of both, then a run per variant.
     FrontMerge::unite(pool_, front_begin(b - 1, 0), front_end(b - 1, 0), front_begin(b - 1, 1),
                       front_end(b - 1, 1), &united_);
@@ -478,26 +416,27 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
     if (!merge_.append_front(united_, runs_, &pool_)) bucketed_ = true;
     front_start_.push_back(static_cast<std::int32_t>(pool_.size()));
 
-    runs_.clear();
     if (front_begin(b - 1, 0) != front_end(b - 1, 0)) {
       std::fill_n(growth_.data() + static_cast<std::size_t>(b) * layers, layers, Growth{});
       open_.push_back(b);
-      // The start's sources: front(b - 1, 0), each state's parent its index in the pool.
-      sources_begin_[b] = static_cast<std::int32_t>(sources_.size());
-      for (std::int32_t k = front_begin(b - 1, 0); k < front_end(b - 1, 0); ++k) {
-        sources_.push_back(pool_[k]);
-        sources_.back().parent = k;
-      }
-      sources_end_[b] = static_cast<std::int32_t>(sources_.size());
+      sweep_.add_start(b, pool_, front_begin(b - 1, 0), front_end(b - 1, 0), costs_.out(b - 1));
     }
+    sweep_.tidy();
     std::size_t still_open = 0;
     for (int start : open_) {
-      if (add_segment_runs(start, b, headroom)) open_[still_open++] = start;
+      if (!sweep_.empty(start) && add_segment_options(start, b, headroom)) {
+        open_[still_open++] = start;
+      } else {
+        sweep_.close(start);
+      }
     }
     open_.resize(still_open);
-    if (!merge_.append_front(sources_, runs_, &pool_)) bucketed_ = true;
+    const std::size_t first = pool_.size();
+    sweep_.sweep(bound_ - least_rest_[b], &pool_);
+    if (merge_.thin(first, &pool_)) bucketed_ = true;
     front_start_.push_back(static_cast<std::int32_t>(pool_.size()));
-    drop_beaten_sources(b);
+    // Every fourth boundary is enough to keep the list short, at a quarter of the cost.
+    if (b % 4 == 0) drop_beaten(b);
   }
 
   // Every state at the last boundary fits: it passed need(L) = the turn when it was made.

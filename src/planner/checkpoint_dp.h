@@ -27,6 +27,7 @@
 #include "monet/planner.h"
 #include "planner/block_costs.h"
 #include "planner/front_merge.h"
+#include "planner/segment_sweep.h"
 #include "planner/strategy_outcome.h"
 
 namespace monet {
@@ -152,18 +153,14 @@ class CheckpointDp {
   std::pair<const DpState*, const DpState*> admitted(const DpState* begin, const DpState* end,
                                                      std::int64_t limit, double time,
                                                      int boundary) const;
-  // Adds the run of source states [begin, end) shifted by a block, admitting states with
-  // P <= limit that can still beat the incumbent. Returns where the admitted states end.
-  std::int32_t add_run(std::int32_t begin, std::int32_t end, std::int64_t limit,
-                       std::int64_t retained, double time, int from, Kind kind, int choice);
-  // Extends the segments from `start` to boundary b and adds their runs. False when no segment
-  // from `start` can reach b or beyond.
-  bool add_segment_runs(int start, int b, std::int64_t headroom);
+  // Extends the segments from `start` to boundary b and gives the sweep their options. False
+  // when no segment from `start` can reach b or beyond.
+  bool add_segment_options(int start, int b, std::int64_t headroom);
   // Fills steps_ for the layers there are.
   void make_steps();
-  // Drops, from the sources of the open segment starts, the states whose candidates at boundary b
-  // a state of a later start beats at every boundary from b on.
-  void drop_beaten_sources(int b);
+  // Drops the segment starts' states that a state of front(b, 1) from a later start beats at
+  // every boundary from b on.
+  void drop_beaten(int b);
   Plan reconstruct(std::int32_t index, int boundary) const;
 
   const BlockCosts& costs_;
@@ -189,8 +186,7 @@ class CheckpointDp {
   static std::vector<std::unique_ptr<Buffers>>& spare_buffers();
 
   // solve()'s state. The pool holds every front, one after another.
-  double bound_ = 0.0;     // states must finish faster than this (the incumbent)
-  int runs_boundary_ = 0;  // the boundary the runs being added end at
+  double bound_ = 0.0;  // states must finish faster than this (the incumbent)
   std::unique_ptr<Buffers, ReturnBuffers> buffers_;  // first: the references below are into it
   std::vector<DpState>& pool_;
   std::vector<std::int32_t>& front_start_;  // 2 (L + 1) + 1 pool offsets
@@ -201,14 +197,8 @@ class CheckpointDp {
   std::vector<LayerStep>& steps_;  // per layer and stage (0..L)
   std::vector<Growth>& growth_;    // per start and layer
   std::vector<SegmentOption>& options_at_;
-  // Per segment start a, the states of front(a - 1, 0) not yet beaten for good (a candidate from
-  // them always has a faster one with no more P), sources_[sources_begin_[a], sources_end_[a]),
-  // each state's parent its index in the pool.
-  std::vector<DpState>& sources_;
-  std::vector<std::int32_t>& sources_begin_;
-  std::vector<std::int32_t>& sources_end_;
+  SegmentSweep& sweep_;
   std::vector<double>& prefix_time_;  // per layer, time of its segment over stages 1..j
-  std::vector<int>& dropped_;         // starts that lost sources at this boundary
 };
 
 // The `dp` strategy: CheckpointDp over default variants.

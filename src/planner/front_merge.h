@@ -52,6 +52,10 @@ class FrontMerge {
   bool append_front(const std::vector<DpState>& source, const std::vector<StateRun>& runs,
                     std::vector<DpState>* pool);
 
+  // Cuts the front that starts at pool[first] (and ends the pool) to max_front states, keeping
+  // the fastest of each P bucket and the least P. True when it cut.
+  bool thin(std::size_t first, std::vector<DpState>* pool) const;
+
   // The front of pool states [x_begin, x_end) and [y_begin, y_end), two fronts of one boundary,
   // into *united, each state's parent set to its index in the pool.
   static void unite(const std::vector<DpState>& pool, std::int32_t x_begin, std::int32_t x_end,
@@ -82,9 +86,6 @@ class FrontMerge {
   // The front of many runs, through P buckets.
   void bucket_runs(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
                    std::size_t candidates, std::vector<DpState>* pool);
-  // Cuts the front that starts at pool[first] to max_front_ states. True when it cut.
-  bool thin(std::size_t first, std::vector<DpState>* pool) const;
-
   int max_front_;
   std::vector<DpState> scratch_;     // candidates written out
   std::vector<DpState> spare_;       // the fronts of a round of merges
