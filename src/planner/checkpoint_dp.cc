@@ -262,6 +262,7 @@ bool CheckpointDp::add_segment_options(int start, int b, std::int64_t headroom) 
   const LayerStep* step = steps_.data() + static_cast<std::size_t>(b);
   options_at_.clear();
   bool open = false;
+  std::int64_t least_sum = std::numeric_limits<std::int64_t>::max();
   for (std::size_t l = 0; l < layers; ++l, step += stages_ + 1) {
     Growth& g = growth[l];
     if (!g.growing) continue;
@@ -278,6 +279,7 @@ bool CheckpointDp::add_segment_options(int start, int b, std::int64_t headroom) 
       continue;
     }
     open = true;
+    least_sum = std::min(least_sum, g.sum);
     const std::int64_t local =
         input + std::max(std::max(g.forward, output + g.recompute), g.backward);
     options_at_.push_back(SegmentOption{local, g.time, kLayer, static_cast<int>(l)});
@@ -285,6 +287,12 @@ bool CheckpointDp::add_segment_options(int start, int b, std::int64_t headroom) 
   for (int k : lean_by_start_[start]) {
     const LeanSegment& lean = lean_segments_[k];
     if (lean.last == b) options_at_.push_back(SegmentOption{lean.local, lean.time, kLean, k});
+  }
+  if (lean_by_start_[start].empty() && least_sum != std::numeric_limits<std::int64_t>::max()) {
+    // Every later segment of this start holds at least its input and least_sum, and every later
+    // boundary needs at least least_need_after_[b]: a key beyond this fits nowhere from here on.
+    sweep_.set_max_key(
+        start, headroom - std::max(input + least_sum, input + least_need_after_[b]) + input);
   }
   open = open || b < lean_last_[start];
   // Fastest first; an option is worth it only where it needs less room than every faster one.
@@ -385,6 +393,10 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
   const std::size_t layers = choices_.segment.size();
   growth_.resize(static_cast<std::size_t>(stages_ + 1) * layers);
   open_.clear();
+  least_need_after_.assign(static_cast<std::size_t>(stages_ + 2), kUnreachable);
+  for (int i = stages_; i >= 1; --i) {
+    least_need_after_[i] = std::min(least_need_after_[i + 1], need(i, 1));
+  }
   std::size_t most_lean = 0;
   for (const std::vector<int>& leans : lean_by_start_)
     most_lean = std::max(most_lean, leans.size());
@@ -421,7 +433,6 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
       open_.push_back(b);
       sweep_.add_start(b, pool_, front_begin(b - 1, 0), front_end(b - 1, 0), costs_.out(b - 1));
     }
-    sweep_.tidy();
     std::size_t still_open = 0;
     for (int start : open_) {
       if (!sweep_.empty(start) && add_segment_options(start, b, headroom)) {

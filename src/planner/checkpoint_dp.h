@@ -198,7 +198,8 @@ class CheckpointDp {
   std::vector<Growth>& growth_;    // per start and layer
   std::vector<SegmentOption>& options_at_;
   SegmentSweep& sweep_;
-  std::vector<double>& prefix_time_;  // per layer, time of its segment over stages 1..j
+  std::vector<std::int64_t> least_need_after_;  // per boundary b: the least need(b', 1), b' >= b
+  std::vector<double>& prefix_time_;            // per layer, time of its segment over stages 1..j
 };
 
 // The `dp` strategy: CheckpointDp over default variants.

@@ -46,10 +46,14 @@ class SegmentSweep {
   // start's least P and least time.
   void tidy();
 
+  // A start's points after the last sweep: none, the least key and the least time.
   bool empty(int start) const { return least_retained_[start] == kNone; }
   std::int64_t least_retained(int start) const { return least_retained_[start]; }
   double fastest(int start) const { return fastest_[start]; }
-  // A start with no options at this boundary takes no part; close() also drops its points.
+  // No point of `start` with a larger key can fit at this boundary or any later one: the sweep
+  // drops them.
+  void set_max_key(int start, std::int64_t key) { max_key_[start] = key; }
+  // A start with no options at this boundary takes no part; close() drops its points for good.
   void close(int start) {
     option_count_[start] = 0;
     closed_[start] = 1;
@@ -60,7 +64,8 @@ class SegmentSweep {
   void set_option_count(int start, int count) { option_count_[start] = count; }
 
   // Appends to `pool` the front of the segments ending at this boundary whose states are faster
-  // than `cutoff` seconds there.
+  // than `cutoff` seconds there. On the way, merges the added points in and drops those of
+  // closed starts, beaten ones and those past their start's largest key.
   void sweep(double cutoff, std::vector<DpState>* pool);
 
   // Marks points beaten for good. `rival_before(front_state)` gives the time before its segment
@@ -79,6 +84,9 @@ class SegmentSweep {
   std::vector<Point> spare_;
   std::vector<std::int64_t> least_retained_;  // per start
   std::vector<double> fastest_;               // per start
+  std::vector<std::int64_t> next_least_;      // per start, during a sweep
+  std::vector<double> next_fastest_;          // per start, during a sweep
+  std::vector<std::int64_t> max_key_;         // per start
   std::vector<std::uint8_t> closed_;          // per start
   std::vector<std::uint8_t> beaten_;          // per point
   std::size_t stride_ = 0;
@@ -99,10 +107,7 @@ void SegmentSweep::drop_beaten(const DpState* front, const DpState* front_end,
     const Point& p = points_[k];
     while (front != front_end && front->retained <= p.key) rival = front++;
     if (rival == nullptr || rival->from + 1 <= p.start) continue;
-    if (rival_before(*rival) <= p.time + allowance(p.start, rival->from + 1)) {
-      beaten_[k] = 1;
-      any_beaten_ = true;
-    }
+    if (rival_before(*rival) <= p.time + allowance(p.start, rival->from + 1)) beaten_[k] = 1;
   }
 }
 
