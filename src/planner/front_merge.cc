@@ -9,23 +9,11 @@ namespace {
 // Up to this many runs are merged at once.
 constexpr std::size_t kFewRuns = 4;
 
-// The most P buckets: about one candidate per bucket, within this.
-constexpr std::size_t kMaxBuckets = 4096;
-
-bool by_retained_then_time(const DpState& x, const DpState& y) {
-  return x.retained != y.retained ? x.retained < y.retained : x.time < y.time;
-}
-
-// Grows `pool` geometrically, so that appending a front seldom moves it.
-void make_room(std::vector<DpState>* pool, std::size_t more) {
-  const std::size_t need = pool->size() + more;
-  if (pool->capacity() < need) pool->reserve(std::max(need, 2 * pool->capacity()));
-}
-
-DpState candidate(const DpState* states, bool indirect, const StateRun& run, std::int32_t k) {
+// State k of `states` (its parent holding its pool index) extended by the run's block.
+DpState candidate(const DpState* states, const StateRun& run, std::int32_t k) {
   return DpState{states[k].retained + run.retained,
                  states[k].time + run.time,
-                 indirect ? states[k].parent : k,
+                 states[k].parent,
                  run.from,
                  run.choice,
                  run.kind};
@@ -63,29 +51,19 @@ DpState* merge_fronts(const DpState* x, const DpState* x_end, const DpState* y,
 
 bool FrontMerge::append_front(const std::vector<DpState>& source, const std::vector<StateRun>& runs,
                               std::vector<DpState>* pool) {
-  return append(source.data(), true, runs, pool);
-}
-
-bool FrontMerge::append(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
-                        std::vector<DpState>* pool) {
   std::size_t candidates = 0;
   for (const StateRun& run : runs) candidates += static_cast<std::size_t>(run.end - run.begin);
   const std::size_t first = pool->size();
   if (candidates == 0) return true;
-  // A few runs are merged at once, taking the least P of their heads; more are merged in pairs,
-  // round after round (about log2(runs) steps per candidate), or, when there are many candidates
-  // for their buckets, through buckets (two passes over the candidates, one over the buckets).
   if (runs.size() <= kFewRuns) {
-    merge_few(states, indirect, runs, candidates, pool);
-  } else if (candidates < 2 * bucket_count(candidates)) {
-    merge_runs(states, indirect, runs, candidates, pool);
+    merge_few(source.data(), runs, candidates, pool);
   } else {
-    bucket_runs(states, indirect, runs, candidates, pool);
+    merge_pairs(source.data(), runs, candidates, pool);
   }
   return !thin(first, pool);
 }
 
-void FrontMerge::merge_few(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
+void FrontMerge::merge_few(const DpState* states, const std::vector<StateRun>& runs,
                            std::size_t candidates, std::vector<DpState>* pool) {
   // Each run's next candidate, its key cached; a spent run's key is past every other.
   constexpr std::int64_t kSpent = std::numeric_limits<std::int64_t>::max();
@@ -115,7 +93,7 @@ void FrontMerge::merge_few(const DpState* states, bool indirect, const std::vect
           ((head_retained[other] == head_retained[r]) & (head_time[other] < head_time[r]));
       r ^= (r ^ other) & (std::size_t{0} - static_cast<std::size_t>(before));  // no branch
     }
-    *out = candidate(states, indirect, runs[r], next[r]);
+    *out = candidate(states, runs[r], next[r]);
     const bool faster = out->time < best;
     out += faster ? 1 : 0;
     best = std::min(best, head_time[r]);
@@ -125,18 +103,10 @@ void FrontMerge::merge_few(const DpState* states, bool indirect, const std::vect
   pool->resize(static_cast<std::size_t>(out - pool->data()));
 }
 
-std::size_t FrontMerge::bucket_count(std::size_t candidates) const {
-  const auto limit = static_cast<std::size_t>(max_front_);
-  const std::size_t wanted = limit >= 2 ? std::min(candidates, 2 * limit) : candidates;
-  std::size_t count = 1;
-  while (count < std::min(wanted, kMaxBuckets)) count *= 2;
-  return count;
-}
-
-void FrontMerge::merge_runs(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
-                            std::size_t candidates, std::vector<DpState>* pool) {
-  // Each run, extended by its block, is still a front: P rising, time falling. Written out (so
-  // that `states` may be the pool itself), then merged in pairs, round after round.
+void FrontMerge::merge_pairs(const DpState* states, const std::vector<StateRun>& runs,
+                             std::size_t candidates, std::vector<DpState>* pool) {
+  // Each run, extended by its block, is still a front: P rising, time falling. Written out, then
+  // merged in pairs, round after round: about log2(runs) steps per candidate.
   if (scratch_.size() < candidates) {
     scratch_.resize(candidates);
     spare_.resize(candidates);
@@ -145,7 +115,7 @@ void FrontMerge::merge_runs(const DpState* states, bool indirect, const std::vec
   bounds_.clear();
   bounds_.push_back(0);
   for (const StateRun& run : runs) {
-    for (std::int32_t k = run.begin; k < run.end; ++k) *out++ = candidate(states, indirect, run, k);
+    for (std::int32_t k = run.begin; k < run.end; ++k) *out++ = candidate(states, run, k);
     bounds_.push_back(static_cast<std::size_t>(out - scratch_.data()));
   }
   DpState* from = scratch_.data();
@@ -168,105 +138,6 @@ void FrontMerge::merge_runs(const DpState* states, bool indirect, const std::vec
     std::swap(from, to);
   }
   pool->insert(pool->end(), from, from + bounds_.back());
-}
-
-void FrontMerge::bucket_runs(const DpState* states, bool indirect,
-                             const std::vector<StateRun>& runs, std::size_t candidates,
-                             std::vector<DpState>* pool) {
-  const std::size_t first = pool->size();
-  std::int64_t low = std::numeric_limits<std::int64_t>::max();
-  std::int64_t high = std::numeric_limits<std::int64_t>::min();
-  for (const StateRun& run : runs) {
-    low = std::min(low, states[run.begin].retained + run.retained);
-    high = std::max(high, states[run.end - 1].retained + run.retained);
-  }
-  const auto limit = static_cast<std::size_t>(max_front_);
-  const std::size_t count = bucket_count(candidates);
-  int shift = 0;
-  while (static_cast<std::uint64_t>(high - low) >> shift >= count) ++shift;
-  constexpr std::int64_t kEmpty = std::numeric_limits<std::int64_t>::max();
-  buckets_.assign(count, Bucket{std::numeric_limits<double>::infinity(), kEmpty, 0, 0, 0.0});
-  Bucket* buckets = buckets_.data();
-  // Each bucket keeps its fastest candidate, the least P among equally fast ones. Branch-free,
-  // like merge_fronts().
-  bool shared = false;  // whether some bucket holds a slower candidate with less P
-  for (std::size_t r = 0; r < runs.size(); ++r) {
-    const StateRun& run = runs[r];
-    for (std::int32_t k = run.begin; k < run.end; ++k) {
-      const std::int64_t retained = states[k].retained + run.retained;
-      const double time = states[k].time + run.time;
-      Bucket& bucket = buckets[static_cast<std::uint64_t>(retained - low) >> shift];
-      const double bucket_time = bucket.time;
-      const std::int64_t bucket_retained = bucket.retained;
-      const bool faster =
-          (time < bucket_time) | ((time == bucket_time) & (retained < bucket_retained));
-      shared |= (faster & (bucket_retained < retained)) | (!faster & (retained < bucket_retained));
-      bucket.time = faster ? time : bucket_time;
-      bucket.retained = faster ? retained : bucket_retained;
-      bucket.run = faster ? static_cast<std::int32_t>(r) : bucket.run;
-      bucket.index = faster ? k : bucket.index;
-    }
-  }
-  // `states` may be the pool itself: room first, so that it does not move while read.
-  // `states` may be the pool itself: room first, so that it does not move while read.
-  make_room(pool, count);
-  if (!indirect) states = pool->data();
-  const auto walk = [&](const DpState* extra, const DpState* extras_end) {
-    const std::size_t most = count + static_cast<std::size_t>(extras_end - extra);
-    if (walked_.size() < most) walked_.resize(most);
-    DpState* out = walked_.data();
-    double best = std::numeric_limits<double>::infinity();
-    const auto keep = [&](const DpState& s) {
-      *out = s;
-      const bool faster = s.time < best;
-      out += faster ? 1 : 0;
-      best = std::min(best, s.time);
-    };
-    for (std::size_t q = 0; q < count; ++q) {
-      Bucket& bucket = buckets[q];
-      // This bucket's slower states with less P (none in an empty bucket), sorted by P.
-      for (; extra != extras_end && static_cast<std::uint64_t>(extra->retained - low) >> shift == q;
-           ++extra) {
-        keep(*extra);
-      }
-      // An empty bucket is infinitely slow: its state, read from run 0, is never kept.
-      DpState s =
-          candidate(states, indirect, runs[static_cast<std::size_t>(bucket.run)], bucket.index);
-      s.retained = bucket.retained;
-      s.time = bucket.time;
-      keep(s);
-      bucket.below = best;  // for now, the least time up to and including this bucket
-    }
-    pool->insert(pool->end(), walked_.data(), out);
-  };
-  walk(nullptr, nullptr);
-  if (!shared || (limit >= 2 && pool->size() - first > limit)) return;
-
-  // The front may be small enough to keep whole: walk again with the candidates slower than
-  // their bucket's fastest but holding less P, and faster than every bucket below.
-  double below = std::numeric_limits<double>::infinity();
-  for (std::size_t q = 0; q < count; ++q) {
-    const double upto = buckets[q].below;
-    buckets[q].below = below;
-    below = upto;
-  }
-  if (scratch_.size() < candidates) scratch_.resize(candidates);
-  DpState* extra = scratch_.data();
-  for (const StateRun& run : runs) {
-    for (std::int32_t k = run.begin; k < run.end; ++k) {
-      const std::int64_t retained = states[k].retained + run.retained;
-      const Bucket& bucket = buckets[static_cast<std::uint64_t>(retained - low) >> shift];
-      const double time = states[k].time + run.time;
-      *extra = candidate(states, indirect, run, k);
-      extra += (retained < bucket.retained) & (time > bucket.time) & (time < bucket.below);
-    }
-  }
-  scratch_.resize(static_cast<std::size_t>(extra - scratch_.data()));
-  std::sort(scratch_.begin(), scratch_.end(), by_retained_then_time);
-  pool->resize(first);
-  make_room(pool, count + scratch_.size());
-  if (!indirect) states = pool->data();
-  walk(scratch_.data(), scratch_.data() + scratch_.size());
 }
 
 void FrontMerge::unite(const std::vector<DpState>& pool, std::int32_t x_begin, std::int32_t x_end,

@@ -1,18 +1,18 @@
-// The inner step of CheckpointDp: the Pareto front of the states that reach one block boundary.
+// Pareto fronts of the states of CheckpointDp: the states that reach a block boundary, kept when
+// no other state there beats them on both retained bytes (P) and time.
 //
-// Every state at a boundary is a state of an earlier front extended by one block (its retained
-// bytes and its time). The candidates arrive as runs: consecutive states of one source front,
-// all extended by the same block. FrontMerge keeps those that no other candidate beats on both
-// retained bytes (P) and time, sorted by P with time falling, and appends them to the pool that
-// holds every front. A front larger than max_front states is cut to the fastest state per P
-// bucket (DpOptions in checkpoint_dp.h).
+// A front is a run of DpStates in the DP's pool, sorted by P with time falling. FrontMerge builds
+// the fronts that kept stages reach: the front of both sides of a boundary (unite), then, for a
+// kept stage, one run of candidates per variant, that front extended by the variant's block,
+// merged into the next front (append_front). The segments' fronts come from SegmentSweep. A front
+// larger than max_front states is cut to the fastest state per P bucket (thin; DpOptions in
+// checkpoint_dp.h).
 //
-// The work is linear in the candidates. A few runs are merged pairwise. Many runs go through P
-// buckets: each bucket keeps its fastest candidate, and a walk over the buckets in order gives
-// the front, once the rare candidates that are slower than their bucket's fastest but hold less P
-// are walked in too (only needed when the front is small enough to be kept whole).
+// The merges avoid branches on the data: the processor cannot predict them, and mispredictions
+// used to take half of the planning time.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -28,7 +28,7 @@ struct DpState {
   std::uint8_t kind;
 };
 
-// States [begin, end) of one front, sorted by retained bytes, each extended by one block.
+// States [begin, end) of one front, each extended by one block.
 struct StateRun {
   std::int32_t begin;
   std::int32_t end;
@@ -43,12 +43,17 @@ class FrontMerge {
  public:
   // max_front: 0 keeps every front whole (exact); otherwise a front with more states keeps the
   // fastest state of each of max_front buckets of P, plus the state with the least P.
-  explicit FrontMerge(int max_front) : max_front_(max_front) {}
+  explicit FrontMerge(int max_front = 0) : max_front_(max_front) {}
   void set_max_front(int max_front) { max_front_ = max_front; }
 
+  // The front of pool states [x_begin, x_end) and [y_begin, y_end), two fronts of one boundary,
+  // into *united, each state's parent set to its index in the pool.
+  static void unite(const std::vector<DpState>& pool, std::int32_t x_begin, std::int32_t x_end,
+                    std::int32_t y_begin, std::int32_t y_end, std::vector<DpState>* united);
+
   // Appends to `pool` the front of the candidates of `runs`, over states of `source` whose
-  // `parent` holds their index in the pool (what unite() gives). Returns false when the front had
-  // to be cut to max_front states.
+  // `parent` holds their index in the pool (what unite() gives), then thins it. Returns false
+  // when it had to be cut.
   bool append_front(const std::vector<DpState>& source, const std::vector<StateRun>& runs,
                     std::vector<DpState>* pool);
 
@@ -56,42 +61,19 @@ class FrontMerge {
   // the fastest of each P bucket and the least P. True when it cut.
   bool thin(std::size_t first, std::vector<DpState>* pool) const;
 
-  // The front of pool states [x_begin, x_end) and [y_begin, y_end), two fronts of one boundary,
-  // into *united, each state's parent set to its index in the pool.
-  static void unite(const std::vector<DpState>& pool, std::int32_t x_begin, std::int32_t x_end,
-                    std::int32_t y_begin, std::int32_t y_end, std::vector<DpState>* united);
-
  private:
-  // The fastest candidate of one P bucket.
-  struct Bucket {
-    double time;
-    std::int64_t retained;
-    std::int32_t run;
-    std::int32_t index;
-    double below;  // the least time of the buckets below, once walked
-  };
+  // The front of a few runs, merged at once: each step takes the run whose next candidate has
+  // the least P.
+  void merge_few(const DpState* states, const std::vector<StateRun>& runs, std::size_t candidates,
+                 std::vector<DpState>* pool);
+  // The front of more runs, by merging their fronts in pairs, round after round.
+  void merge_pairs(const DpState* states, const std::vector<StateRun>& runs, std::size_t candidates,
+                   std::vector<DpState>* pool);
 
-  // append_front() for either kind of source: candidate k of a run has parent parents[k], or k
-  // when parents is null.
-  bool append(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
-              std::vector<DpState>* pool);
-  // The front of a few runs, merged at once.
-  void merge_few(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
-                 std::size_t candidates, std::vector<DpState>* pool);
-  // The front of the runs, by merging their fronts in pairs, round after round.
-  void merge_runs(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
-                  std::size_t candidates, std::vector<DpState>* pool);
-  // How many P buckets bucket_runs() uses for this many candidates.
-  std::size_t bucket_count(std::size_t candidates) const;
-  // The front of many runs, through P buckets.
-  void bucket_runs(const DpState* states, bool indirect, const std::vector<StateRun>& runs,
-                   std::size_t candidates, std::vector<DpState>* pool);
   int max_front_;
   std::vector<DpState> scratch_;     // candidates written out
   std::vector<DpState> spare_;       // the fronts of a round of merges
   std::vector<std::size_t> bounds_;  // where each front of the current round starts and ends
-  std::vector<DpState> walked_;      // a bucket walk's states, each kept or written over
-  std::vector<Bucket> buckets_;
 };
 
 }  // namespace monet
