@@ -8,7 +8,9 @@
 //
 // A plan's peak and time come from simulate() (src/planner/simulate.h), the single memory model
 // (DESIGN.md, "The memory model"); docs/planner.md describes the model and the strategies.
-// Planning is deterministic and thread-safe: a Planner holds no mutable state.
+// Planning is deterministic and thread-safe: a Planner holds no mutable state. Each thread that
+// plans keeps the planner's working memory (typically tens to hundreds of KiB, a few MiB at most)
+// for its next plan.
 #pragma once
 
 #include <cstdint>

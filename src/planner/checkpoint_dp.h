@@ -9,13 +9,19 @@
 // from which the rest of the chain cannot fit. Nothing is rounded, so the result is the fastest
 // plan of the choice space, exactly, and the tests check it against every plan of small chains.
 //
-// The work grows with stages^2 times the size of the fronts. Long chains can have fronts of
-// hundreds of states, so a front larger than DpOptions::max_front keeps its fastest state per P
-// bucket (Rotor's discretization, used only there); exact() says whether that happened.
+// Long chains can have fronts of hundreds of states, so a front larger than
+// DpOptions::max_front keeps its fastest state per P bucket (Rotor's discretization, used only
+// there); exact() says whether that happened.
 //
 // need(i), the least headroom the stages after boundary i need, is computed first; it gives the
 // least feasible budget and prunes states that cannot finish. A known plan (the incumbent) prunes
 // states that cannot finish faster than it.
+//
+// Where the time goes, and how it is kept small (a plan is wanted in well under a millisecond):
+// a kept stage's front is its variants' runs over the front of both sides of the boundary before,
+// merged at once (FrontMerge); the segments that end at a boundary come from every open segment
+// start, found in one walk over their states (SegmentSweep), which also drops, for good, states
+// that a later start beats. The working memory is kept by the thread from one solve to the next.
 #pragma once
 
 #include <cstdint>
