@@ -1,6 +1,7 @@
 #include "exact_search.h"
 
 #include <algorithm>
+#include <cassert>
 #include <limits>
 #include <vector>
 
@@ -22,12 +23,17 @@ Optimum finish(const Chain& chain, bool feasible, Plan plan) {
   return optimum;
 }
 
-// One variant assignment of a segment, its local() and time.
+// One variant assignment of a segment, its local() and time. The variants are packed 4 bits a
+// stage, first stage lowest: there are millions of assignments, and a vector each made the
+// search slow under the sanitizers.
 struct SegmentPoint {
   std::int64_t local;
   double time;
-  std::vector<int> variants;
+  std::uint64_t variants;
 };
+
+constexpr int kMaxStages = 16;  // 4 bits a stage in 64 bits
+constexpr int kMaxVariants = 16;
 
 class BlockSearch {
  public:
@@ -35,11 +41,9 @@ class BlockSearch {
       : costs_(chain, default_only),
         stages_(costs_.stages()),
         headroom_(budget_bytes - chain.fixed_bytes) {
+    assert(stages_ <= kMaxStages);
     fronts_.assign(stages_ + 2, std::vector<std::vector<SegmentPoint>>(stages_ + 2));
-    for (int a = 1; a <= stages_; ++a) {
-      std::vector<int> variants;
-      enumerate(a, SegmentScan(costs_, a), &variants);
-    }
+    for (int a = 1; a <= stages_; ++a) enumerate(a, SegmentScan(costs_, a), 0);
     for (auto& row : fronts_) {
       for (auto& points : row) keep_pareto(&points);
     }
@@ -65,16 +69,16 @@ class BlockSearch {
 
  private:
   // Every assignment of segments a..b for b >= a, one stage at a time.
-  void enumerate(int a, const SegmentScan& scan, std::vector<int>* variants) {
+  void enumerate(int a, const SegmentScan& scan, std::uint64_t variants) {
     const int j = scan.last() + 1;
     if (j > stages_) return;
+    assert(costs_.variant_count(j) <= kMaxVariants);
     for (int v = 0; v < costs_.variant_count(j); ++v) {
       SegmentScan next = scan;
       next.extend(v);
-      variants->push_back(v);
-      fronts_[a][j].push_back(SegmentPoint{next.local(), next.time(), *variants});
-      enumerate(a, next, variants);
-      variants->pop_back();
+      const std::uint64_t with = variants | static_cast<std::uint64_t>(v) << (4 * (j - a));
+      fronts_[a][j].push_back(SegmentPoint{next.local(), next.time(), with});
+      enumerate(a, next, with);
     }
   }
 
@@ -84,8 +88,8 @@ class BlockSearch {
       return x.time != y.time ? x.time < y.time : x.local < y.local;
     });
     std::vector<SegmentPoint> kept;
-    for (SegmentPoint& p : *points) {
-      if (kept.empty() || p.local < kept.back().local) kept.push_back(std::move(p));
+    for (const SegmentPoint& p : *points) {
+      if (kept.empty() || p.local < kept.back().local) kept.push_back(p);
     }
     *points = std::move(kept);
   }
@@ -127,7 +131,8 @@ class BlockSearch {
       for (const SegmentPoint& p : fronts_[i + 1][b]) {
         if (retained + p.local > headroom_) continue;
         for (int j = i + 1; j <= b; ++j)
-          plan_.stages[j - 1] = StagePlan{true, p.variants[j - i - 1]};
+          plan_.stages[j - 1] =
+              StagePlan{true, static_cast<int>(p.variants >> (4 * (j - i - 1)) & 15)};
         search(b, true, retained + costs_.out(i), time + p.time);
         break;  // the fastest assignment that fits is the only one worth trying
       }
