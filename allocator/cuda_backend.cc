@@ -87,10 +87,10 @@ CudaBackend::CudaBackend(const CudaApi& api, int device, const CudaDriverApi* dr
             &supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device_),
         "cuDeviceGetAttribute");
   if (!supported) {
-    throw std::runtime_error(fmt::format(
-        "monet: cuda:{} does not support virtual memory management, which "
-        "MONET_CUDA_SEGMENTS=expandable needs; unset it to use whole segments",
-        device_));
+    throw std::runtime_error(
+        fmt::format("monet: cuda:{} does not support virtual memory management, which "
+                    "MONET_CUDA_SEGMENTS=expandable needs; unset it to use whole segments",
+                    device_));
   }
   prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;

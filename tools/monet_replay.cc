@@ -134,9 +134,9 @@ int main(int argc, char** argv) {
       continue;
     }
     fmt::print("{}: {} allocations, {} frees, {}\n", device, s.allocations, s.frees,
-               granularity != 0
-                   ? fmt::format("memory committed in {} granules", monet::format_bytes(granularity))
-                   : std::string("segments held whole"));
+               granularity != 0 ? fmt::format("memory committed in {} granules",
+                                              monet::format_bytes(granularity))
+                                : std::string("segments held whole"));
     fmt::print("  peak allocated  {:>12}\n", monet::format_bytes(s.peak_allocated_bytes));
     fmt::print("  peak requested  {:>12}\n", monet::format_bytes(s.peak_requested_bytes));
     fmt::print("  peak reserved   {:>12}\n", monet::format_bytes(s.peak_reserved_bytes));

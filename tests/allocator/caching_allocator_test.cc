@@ -385,7 +385,7 @@ TEST(GranularPoolBudget, PressureDecommitsCachedHolesOfOtherStreams) {
   HostBackend backend;
   CachingAllocator pool(backend, CachingAllocator::Options{16 * kMiB, nullptr});
   void* a = pool.allocate(12 * kMiB, /*stream=*/1);
-  pool.free(a);  // 12 MiB committed, cached for stream 1
+  pool.free(a);                                      // 12 MiB committed, cached for stream 1
   void* b = pool.allocate(12 * kMiB, /*stream=*/2);  // needs stream 1's granules given back
   const MemoryStats s = pool.stats();
   EXPECT_EQ(s.reserved_bytes, 12 * kMiB);

@@ -154,8 +154,7 @@ TEST(PoolThreads, ConcurrentAllocationsAndFreesStaySound) {
           stamp(l);
           live.push_back(l);
         } else {
-          const std::size_t i =
-              std::uniform_int_distribution<std::size_t>(0, live.size() - 1)(rng);
+          const std::size_t i = std::uniform_int_distribution<std::size_t>(0, live.size() - 1)(rng);
           ASSERT_TRUE(intact(live[i])) << "thread " << t << " step " << step;
           pool.free(live[i].ptr);
           live[i] = live.back();
