@@ -81,9 +81,9 @@ void FrontMerge::merge_few(const DpState* states, const std::vector<StateRun>& r
     next[r] = runs[r].begin;
     load(r);
   }
-  const std::size_t first = pool->size();
-  pool->resize(first + candidates);
-  DpState* out = pool->data() + first;
+  if (scratch_.size() < candidates) scratch_.resize(candidates);
+  DpState* const begin = scratch_.data();
+  DpState* out = begin;
   double best = std::numeric_limits<double>::infinity();
   for (std::size_t step = 0; step < candidates; ++step) {
     std::size_t r = 0;
@@ -100,17 +100,15 @@ void FrontMerge::merge_few(const DpState* states, const std::vector<StateRun>& r
     ++next[r];
     load(r);
   }
-  pool->resize(static_cast<std::size_t>(out - pool->data()));
+  pool->insert(pool->end(), begin, out);
 }
 
 void FrontMerge::merge_pairs(const DpState* states, const std::vector<StateRun>& runs,
                              std::size_t candidates, std::vector<DpState>* pool) {
   // Each run, extended by its block, is still a front: P rising, time falling. Written out, then
   // merged in pairs, round after round: about log2(runs) steps per candidate.
-  if (scratch_.size() < candidates) {
-    scratch_.resize(candidates);
-    spare_.resize(candidates);
-  }
+  if (scratch_.size() < candidates) scratch_.resize(candidates);
+  if (spare_.size() < candidates) spare_.resize(candidates);
   DpState* out = scratch_.data();
   bounds_.clear();
   bounds_.push_back(0);
