@@ -39,12 +39,9 @@ class SegmentSweep {
   // Forgets every start, for a chain of `stages` stages and at most `options` options per start.
   void reset(int stages, int options);
   // Adds the states pool[begin, end) of front(start - 1, 0) as `start`'s points; they join the
-  // list at the next tidy().
+  // list at the next sweep().
   void add_start(int start, const std::vector<DpState>& pool, std::int32_t begin, std::int32_t end,
                  std::int64_t input);
-  // Merges the added points in and drops those of closed starts and beaten ones; refreshes each
-  // start's least P and least time.
-  void tidy();
 
   // A start's points after the last sweep: none, the least key and the least time.
   bool empty(int start) const { return least_retained_[start] == kNone; }
@@ -93,7 +90,6 @@ class SegmentSweep {
   std::vector<Option> options_;    // per start, stride_ of them
   std::vector<int> option_count_;  // per start
   std::vector<int> cursor_;        // per start, during a sweep
-  bool any_beaten_ = false;
 };
 
 template <typename RivalBefore, typename Allowance>
