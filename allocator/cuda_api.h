@@ -6,6 +6,7 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 // Every entry of the table with the runtime function that fills it, for code that fills or checks
 // the table as a whole: X(member, function).
@@ -79,6 +80,13 @@ struct CudaDriverApi {
 
   bool complete() const;
 };
+
+// Points `fn` at the function `name` found through `handle` (a dlopen handle, or RTLD_NEXT);
+// nullptr where there is none. How the tables are filled without linking CUDA.
+template <typename Fn>
+void look_up(Fn*& fn, void* handle, const char* name) {
+  fn = reinterpret_cast<Fn*>(dlsym(handle, name));
+}
 
 // The CUDA runtime linked into this program (libmonet built with CUDA).
 const CudaApi& linked_cuda_api();

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <stdexcept>
-#include <type_traits>
 
 namespace monet {
 namespace {
@@ -50,10 +49,7 @@ const CudaDriverApi* cuda_driver_api() {
     void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (driver == nullptr) return nullptr;
     static CudaDriverApi a;
-    auto find = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(driver, name));
-    };
-#define MONET_FIND(member, function) find(a.member, #function);
+#define MONET_FIND(member, function) look_up(a.member, driver, #function);
     MONET_CUDA_DRIVER_API(MONET_FIND)
 #undef MONET_FIND
     return a.complete() ? &a : nullptr;

@@ -106,21 +106,14 @@ void hook_torch_if_loaded() {
 }
 
 #ifdef MONET_HAVE_CUDA
-struct RealCuda {
-  CudaApi api;
-};
-
 // The CUDA runtime after this library, looked up on first use (the program loads it after us).
-const RealCuda& real_cuda() {
-  static const RealCuda real = [] {
-    RealCuda r;
-    auto next = [](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(RTLD_NEXT, name));
-    };
-#define MONET_NEXT(member, function) next(r.api.member, #function);
+const CudaApi& real_cuda() {
+  static const CudaApi real = [] {
+    CudaApi api;
+#define MONET_NEXT(member, function) look_up(api.member, RTLD_NEXT, #function);
     MONET_CUDA_API(MONET_NEXT)
 #undef MONET_NEXT
-    return r;
+    return api;
   }();
   return real;
 }
@@ -128,11 +121,11 @@ const RealCuda& real_cuda() {
 // The pool of the current device, or nullptr when monet cannot serve it (no CUDA runtime found).
 CachingAllocator* current_pool() {
   static std::once_flag once;
-  const RealCuda& real = real_cuda();
-  if (!real.api.complete()) return nullptr;
-  std::call_once(once, [&] { pools::set_cuda_api(&real.api); });
+  const CudaApi& real = real_cuda();
+  if (!real.complete()) return nullptr;
+  std::call_once(once, [&] { pools::set_cuda_api(&real); });
   int device = 0;
-  if (real.api.get_device(&device) != cudaSuccess) return nullptr;
+  if (real.get_device(&device) != cudaSuccess) return nullptr;
   if (device < 0 || device >= pools::cuda_devices()) return nullptr;
   return &pools::cuda(device);
 }
@@ -171,7 +164,7 @@ __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) 
 __attribute__((visibility("default"))) cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   using namespace monet;
   CachingAllocator* pool = preload::current_pool();
-  if (pool == nullptr) return preload::real_cuda().api.malloc(ptr, bytes);
+  if (pool == nullptr) return preload::real_cuda().malloc(ptr, bytes);
   try {
     *ptr = pool->allocate(bytes);
     return cudaSuccess;
@@ -187,19 +180,19 @@ __attribute__((visibility("default"))) cudaError_t cudaMalloc(void** ptr, size_t
 __attribute__((visibility("default"))) cudaError_t cudaFree(void* ptr) {
   using namespace monet;
   // cudaFree(nullptr) is how programs create the CUDA context: pass it on.
-  if (ptr == nullptr) return preload::real_cuda().api.free(ptr);
+  if (ptr == nullptr) return preload::real_cuda().free(ptr);
   CachingAllocator* pool = preload::current_pool();
-  if (pool == nullptr || !pool->owns(ptr)) return preload::real_cuda().api.free(ptr);
+  if (pool == nullptr || !pool->owns(ptr)) return preload::real_cuda().free(ptr);
   // cudaFree waits for the device, and callers rely on it: kernels still using the block must
   // finish before monet hands it out again.
-  const cudaError_t status = preload::real_cuda().api.device_synchronize();
+  const cudaError_t status = preload::real_cuda().device_synchronize();
   pool->free(ptr);
   return status;
 }
 
 __attribute__((visibility("default"))) cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   using namespace monet;
-  const cudaError_t status = preload::real_cuda().api.mem_get_info(free, total);
+  const cudaError_t status = preload::real_cuda().mem_get_info(free, total);
   CachingAllocator* pool = preload::current_pool();
   if (status != cudaSuccess || pool == nullptr) return status;
   const MemoryStats s = pool->stats();
