@@ -65,6 +65,7 @@ void* CachingAllocator::allocate(std::size_t bytes, Stream stream) {
   stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
   stats_.peak_requested_bytes = std::max(stats_.peak_requested_bytes, stats_.requested_bytes);
   marks_.on_allocated(stats_.allocated_bytes);
+  requested_marks_.on_allocated(stats_.requested_bytes);
   if (options_.trace != nullptr) {
     options_.trace->record(TraceEvent::Op::kAlloc, device_, stream, bytes, block->address);
   }
@@ -402,7 +403,10 @@ void CachingAllocator::reset_peaks() {
 
 Mark CachingAllocator::mark() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return marks_.mark(stats_.allocated_bytes);
+  requested_marks_.mark(stats_.requested_bytes);
+  Mark m = marks_.mark(stats_.allocated_bytes);
+  m.requested_bytes = stats_.requested_bytes;
+  return m;
 }
 
 std::size_t CachingAllocator::peak_since(const Mark& m) {
@@ -410,9 +414,15 @@ std::size_t CachingAllocator::peak_since(const Mark& m) {
   return marks_.peak_since(m);
 }
 
+std::size_t CachingAllocator::peak_requested_since(const Mark& m) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return requested_marks_.peak_since(m);
+}
+
 void CachingAllocator::clear_marks() {
   std::lock_guard<std::mutex> lock(mutex_);
   marks_.clear();
+  requested_marks_.clear();
 }
 
 void CachingAllocator::set_budget_bytes(std::size_t bytes) {

@@ -75,8 +75,13 @@ class CachingAllocator {
   // Sets the peaks to the current values.
   void reset_peaks();
 
+  // Opens an interval for peak_since() and peak_requested_since(). Marks are cheap (one word
+  // each) and cleared with clear_marks(); they never touch the statistics' peaks.
   Mark mark();
+  // The most bytes allocated (rounded block sizes) at any moment since `m`.
   std::size_t peak_since(const Mark& m);
+  // The most bytes requested (exact tensor sizes) at any moment since `m`.
+  std::size_t peak_requested_since(const Mark& m);
   void clear_marks();
 
   std::size_t budget_bytes() const { return options_.budget_bytes; }
@@ -140,7 +145,8 @@ class CachingAllocator {
   std::vector<Block*> spare_blocks_;
 
   MemoryStats stats_;
-  PeakMarks marks_;
+  PeakMarks marks_;            // over allocated bytes
+  PeakMarks requested_marks_;  // over requested bytes; same ids as marks_
 };
 
 }  // namespace monet

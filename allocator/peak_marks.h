@@ -12,6 +12,7 @@ namespace monet {
 struct Mark {
   std::uint64_t id = 0;
   std::size_t allocated_bytes = 0;  // allocated bytes when the mark was made
+  std::size_t requested_bytes = 0;  // requested bytes then (CachingAllocator::mark fills it)
 };
 
 class PeakMarks {

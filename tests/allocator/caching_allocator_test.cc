@@ -316,6 +316,21 @@ TEST(PoolMarks, PeakSinceAMark) {
   pool.free(base);
 }
 
+TEST(PoolMarks, RequestedPeakCountsExactSizes) {
+  HostBackend backend(testing::whole_segments());
+  CachingAllocator pool(backend, {});
+  void* base = pool.allocate(1000);  // a 1024-byte block
+  const Mark m = pool.mark();
+  EXPECT_EQ(m.requested_bytes, 1000u);
+  void* t = pool.allocate(3000);
+  pool.free(t);
+  void* u = pool.allocate(100);
+  EXPECT_EQ(pool.peak_requested_since(m), 4000u);
+  EXPECT_EQ(pool.peak_since(m), 1024u + 3072u);
+  pool.free(u);
+  pool.free(base);
+}
+
 }  // namespace
 }  // namespace monet
 
