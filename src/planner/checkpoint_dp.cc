@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <limits>
+#include <optional>
 #include <utility>
 
 namespace monet {
@@ -380,12 +381,42 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
     least.feasible = false;
     return least;
   }
-  bound_ = std::numeric_limits<double>::infinity();
+  double bound = std::numeric_limits<double>::infinity();
   if (incumbent != nullptr) {
     // Ties go to the incumbent: only a plan faster by more than rounding replaces it.
     const double time = costs_.time(*incumbent);
-    bound_ = time - 1e-12 * time;
+    bound = time - 1e-12 * time;
   }
+  std::optional<DpSolution> found = search(headroom, bound, /*use_rest_bound=*/false);
+  if (found) return *std::move(found);
+  // need(0) <= headroom guarantees a path, so only the incumbent's bound can have cut them all:
+  // nothing is faster than the incumbent.
+  assert(incumbent != nullptr);
+  return solution_of(*incumbent);
+}
+
+std::optional<DpSolution> CheckpointDp::solve_faster_than(std::int64_t budget_bytes,
+                                                          double seconds) {
+  const std::int64_t headroom = budget_bytes - costs_.fixed_bytes();
+  if (headroom < need(0, 0)) return std::nullopt;
+  if (!rest_bound_) rest_bound_.emplace(costs_);
+  return search(headroom, seconds - 1e-12 * seconds, /*use_rest_bound=*/true);
+}
+
+DpSolution CheckpointDp::solution_of(Plan plan) const {
+  DpSolution solution;
+  solution.feasible = true;
+  solution.min_feasible_bytes = min_feasible_bytes();
+  solution.peak_bytes = costs_.peak(plan);
+  solution.time = costs_.time(plan);
+  solution.plan = std::move(plan);
+  return solution;
+}
+
+std::optional<DpSolution> CheckpointDp::search(std::int64_t headroom, double bound,
+                                               bool use_rest_bound) {
+  bound_ = bound;
+  use_rest_bound_ = use_rest_bound;
   bucketed_ = false;
   pool_.clear();
   pool_.push_back(DpState{0, 0.0, -1, -1, 0, kKept});
@@ -425,7 +456,10 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
                                  kKept});
       }
     }
-    if (!merge_.append_front(united_, runs_, &pool_)) bucketed_ = true;
+    const std::size_t kept_front = pool_.size();
+    merge_.append_merged(united_, runs_, &pool_);
+    prune(b, headroom, kept_front);
+    if (merge_.thin(kept_front, &pool_)) bucketed_ = true;
     front_start_.push_back(static_cast<std::int32_t>(pool_.size()));
 
     if (front_begin(b - 1, 0) != front_end(b - 1, 0)) {
@@ -444,7 +478,11 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
     open_.resize(still_open);
     const std::size_t first = pool_.size();
     sweep_.sweep(bound_ - least_rest_[b], &pool_);
+    prune(b, headroom, first);
     if (merge_.thin(first, &pool_)) bucketed_ = true;
+    // A cut front makes the answer depend on the bound (it shapes the buckets); solve_faster_than()
+    // promises the exact answer or none, and its caller then wants solve()'s.
+    if (bucketed_ && use_rest_bound_) return std::nullopt;
     front_start_.push_back(static_cast<std::int32_t>(pool_.size()));
     // Every fourth boundary is enough to keep the list short, at a quarter of the cost.
     if (b % 4 == 0) drop_beaten(b);
@@ -456,20 +494,16 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
     const std::int32_t begin = front_begin(stages_, side), end = front_end(stages_, side);
     if (begin != end && (best < 0 || pool_[end - 1].time < pool_[best].time)) best = end - 1;
   }
-  DpSolution solution;
-  solution.feasible = true;
-  solution.min_feasible_bytes = min_feasible_bytes();
-  if (best < 0) {
-    // need(0) <= headroom guarantees a path, so only the incumbent's bound can have cut them all:
-    // nothing is faster than the incumbent.
-    assert(incumbent != nullptr);
-    solution.plan = *incumbent;
-  } else {
-    solution.plan = reconstruct(best, stages_);
-  }
-  solution.peak_bytes = costs_.peak(solution.plan);
-  solution.time = costs_.time(solution.plan);
-  return solution;
+  if (best < 0) return std::nullopt;
+  return solution_of(reconstruct(best, stages_));
+}
+
+void CheckpointDp::prune(int boundary, std::int64_t headroom, std::size_t first) {
+  if (!use_rest_bound_ || first == pool_.size()) return;
+  DpState* const begin = pool_.data() + first;
+  const DpState* const end =
+      rest_bound_->prune(boundary, headroom, bound_, begin, pool_.data() + pool_.size());
+  pool_.resize(first + static_cast<std::size_t>(end - begin));
 }
 
 Plan CheckpointDp::reconstruct(std::int32_t index, int boundary) const {

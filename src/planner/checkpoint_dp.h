@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "monet/planner.h"
 #include "planner/block_costs.h"
 #include "planner/front_merge.h"
+#include "planner/rest_bound.h"
 #include "planner/segment_sweep.h"
 #include "planner/strategy_outcome.h"
 
@@ -95,6 +97,12 @@ class CheckpointDp {
   // known to fit, bounds the search: states that cannot finish faster than it are dropped
   // early, and it is the answer when nothing faster is found.
   DpSolution solve(std::int64_t budget_bytes, const Plan* incumbent = nullptr);
+  // The fastest plan within the budget that takes less than `seconds` (by more than rounding),
+  // or none. A bound close to the optimum makes this far cheaper than solve(): states that cannot
+  // finish in time are dropped as soon as RestBound says so. It stops as soon as a front would be
+  // cut (DpOptions::max_front), with none and exact() false: the answer would then be neither
+  // exact nor solve()'s.
+  std::optional<DpSolution> solve_faster_than(std::int64_t budget_bytes, double seconds);
 
   // Whether the last solve() kept every front exact, so that its plan is the exact optimum.
   bool exact() const { return !bucketed_; }
@@ -167,12 +175,21 @@ class CheckpointDp {
   // Drops the segment starts' states that a state of front(b, 1) from a later start beats at
   // every boundary from b on.
   void drop_beaten(int b);
+  // Drops the states of the front that starts at pool_[first] (and ends the pool) that cannot
+  // finish faster than the incumbent (RestBound).
+  void prune(int boundary, std::int64_t headroom, std::size_t first);
   Plan reconstruct(std::int32_t index, int boundary) const;
+  // The DP proper, for a budget that has a plan: the fastest plan faster than `bound` seconds.
+  // RestBound's pruning pays only where the bound is close to the optimum: a loose one (an
+  // incumbent from a cheaper strategy) drops almost nothing with it, at some cost per state.
+  std::optional<DpSolution> search(std::int64_t headroom, double bound, bool use_rest_bound);
+  DpSolution solution_of(Plan plan) const;
 
   const BlockCosts& costs_;
   DpChoices choices_;
   DpOptions options_;
   int stages_;
+  std::optional<RestBound> rest_bound_;  // made by the first solve_faster_than()
   bool bucketed_ = false;
   std::vector<std::int64_t> need_;  // 2 per boundary: after a kept block, after a segment
   std::vector<double> least_rest_;  // per boundary: the least time the stages after it take
@@ -193,6 +210,7 @@ class CheckpointDp {
 
   // solve()'s state. The pool holds every front, one after another.
   double bound_ = 0.0;  // states must finish faster than this (the incumbent)
+  bool use_rest_bound_ = false;
   std::unique_ptr<Buffers, ReturnBuffers> buffers_;  // first: the references below are into it
   std::vector<DpState>& pool_;
   std::vector<std::int32_t>& front_start_;  // 2 (L + 1) + 1 pool offsets

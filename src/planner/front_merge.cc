@@ -51,16 +51,21 @@ DpState* merge_fronts(const DpState* x, const DpState* x_end, const DpState* y,
 
 bool FrontMerge::append_front(const std::vector<DpState>& source, const std::vector<StateRun>& runs,
                               std::vector<DpState>* pool) {
+  const std::size_t first = pool->size();
+  append_merged(source, runs, pool);
+  return !thin(first, pool);
+}
+
+void FrontMerge::append_merged(const std::vector<DpState>& source,
+                               const std::vector<StateRun>& runs, std::vector<DpState>* pool) {
   std::size_t candidates = 0;
   for (const StateRun& run : runs) candidates += static_cast<std::size_t>(run.end - run.begin);
-  const std::size_t first = pool->size();
-  if (candidates == 0) return true;
+  if (candidates == 0) return;
   if (runs.size() <= kFewRuns) {
     merge_few(source.data(), runs, candidates, pool);
   } else {
     merge_pairs(source.data(), runs, candidates, pool);
   }
-  return !thin(first, pool);
 }
 
 void FrontMerge::merge_few(const DpState* states, const std::vector<StateRun>& runs,

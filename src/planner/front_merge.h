@@ -56,6 +56,9 @@ class FrontMerge {
   // when it had to be cut.
   bool append_front(const std::vector<DpState>& source, const std::vector<StateRun>& runs,
                     std::vector<DpState>* pool);
+  // append_front() without the thinning, for callers that prune the front first.
+  void append_merged(const std::vector<DpState>& source, const std::vector<StateRun>& runs,
+                     std::vector<DpState>* pool);
 
   // Cuts the front that starts at pool[first] (and ends the pool) to max_front states, keeping
   // the fastest of each P bucket and the least P. True when it cut.

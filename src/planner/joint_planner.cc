@@ -9,6 +9,7 @@
 #include "planner/baseline_strategies.h"
 #include "planner/block_costs.h"
 #include "planner/checkpoint_dp.h"
+#include "planner/rest_bound.h"
 #include "planner/simulate.h"
 
 namespace monet {
@@ -26,6 +27,10 @@ constexpr int kSegmentNodeLimit = 512;
 // options), so its fronts are cut sooner as chains grow: 64 states up to 16 stages, falling with
 // stages^2 to 32 from 24 stages on.
 constexpr int kJointFrontWork = 32 * 24 * 24;
+// Variants "save much" where their least time under the budget (RestBound) is this far below
+// dp's: then dp is planned after the joint search, bounded by it (JointPlanner::plan).
+constexpr double kVariantsPay = 0.98;
+constexpr double kNoBound = std::numeric_limits<double>::infinity();
 
 DpOptions joint_options(int stages) {
   DpOptions options = dp_options(stages);
@@ -166,8 +171,6 @@ class JointPlanner {
   }
 
   StrategyOutcome plan() {
-    // The checkpoint-only optimum first: it bounds the joint search, which then only looks at
-    // states that can beat it, and it is the answer where the joint search finds nothing faster.
     const BlockCosts defaults(chain_, /*default_only=*/true);
     CheckpointDp checkpoints(defaults, DpChoices::defaults(defaults.stages()),
                              dp_options(defaults.stages()));
@@ -177,19 +180,80 @@ class JointPlanner {
     const std::int64_t joint_least = dp_->min_feasible_bytes();
     const std::int64_t floor_least = checkpoints.min_feasible_bytes();
     outcome.min_feasible_bytes = std::min(joint_least, floor_least);
-    if (budget_ < outcome.min_feasible_bytes) {
+    outcome.feasible = budget_ >= outcome.min_feasible_bytes;
+    if (!outcome.feasible) {
       outcome.plan = joint_least <= floor_least ? dp_->solve(joint_least).plan
                                                 : checkpoints.solve(floor_least).plan;
       return outcome;
     }
-    const DpSolution floor = checkpoints.solve(budget_);
     if (budget_ < joint_least) {
-      outcome.feasible = true;
-      outcome.plan = floor.plan;
+      outcome.plan = checkpoints.solve(budget_).plan;
       return outcome;
     }
-    const bool floor_fits = floor.feasible && costs_.peak(floor.plan) <= budget_;
-    Plan best = dp_->solve(budget_, floor_fits ? &floor.plan : nullptr).plan;
+    // The joint search wants an incumbent to bound it: the fewer states it keeps, the less its
+    // fronts are cut. Two are at hand: greedy's plan with its variants polished (cheap), and the
+    // checkpoint-only optimum (`dp`), which monet must never lose to anyway and which costs about
+    // as much as the joint search when unbounded. dp only matters where it beats the other plans,
+    // so it searches bounded by them, and RestBound drops nearly every state at once, or shows at
+    // the outset that no checkpoint-only plan can be faster. Where variants save much (their
+    // bound is well below dp's), the joint plan beats dp by far, so dp comes after it, bounded by
+    // it; elsewhere dp comes first, bounded by the polished plan, and the better of the two bounds
+    // the joint search.
+    const StrategyOutcome greedy = plan_greedy(chain_, budget_);
+    std::optional<Plan> incumbent = polished(greedy);
+    const double dp_least =
+        RestBound(defaults).least_time(0, budget_ - defaults.fixed_bytes() - defaults.turn());
+    const bool dp_after = incumbent && RestBound(costs_).least_time(
+                                           0, budget_ - costs_.fixed_bytes() - costs_.turn()) <
+                                           kVariantsPay * dp_least;
+    std::optional<DpSolution> floor;
+    if (!dp_after) {
+      floor = floor_plan(&checkpoints, incumbent ? costs_.time(*incumbent) : kNoBound, dp_least);
+      if (floor && floor->feasible && costs_.peak(floor->plan) <= budget_ &&
+          (!incumbent || floor->time < costs_.time(*incumbent))) {
+        incumbent = floor->plan;
+      }
+    }
+    Plan best = joint_plan(incumbent);
+    double time = simulate(chain_, best).time;
+    if (dp_after) floor = floor_plan(&checkpoints, time, dp_least);
+    // Judged by simulate(): the floor wins where the joint search was conservative (variants
+    // that disagree on out_bytes); greedy where the floor's own fronts were discretized.
+    if (floor && floor->feasible && floor->time < time) {
+      best = std::move(floor->plan);
+      time = floor->time;
+    }
+    if (!checkpoints.exact() && greedy.feasible && simulate(chain_, greedy.plan).time < time) {
+      best = greedy.plan;
+    }
+    outcome.plan = std::move(best);
+    return outcome;
+  }
+
+ private:
+  // dp's plan where it may be faster than `seconds`: none where RestBound's `least` time says no
+  // checkpoint-only plan is; bounded by `seconds` where that search keeps its fronts whole;
+  // otherwise dp's own plan, which is the one monet must not lose to.
+  std::optional<DpSolution> floor_plan(CheckpointDp* dp, double seconds, double least) const {
+    if (least >= seconds) return std::nullopt;
+    if (seconds == kNoBound) return dp->solve(budget_);
+    std::optional<DpSolution> found = dp->solve_faster_than(budget_, seconds);
+    if (!dp->exact()) found = dp->solve(budget_);
+    return found;
+  }
+
+  // A plan of greedy's with its variants polished, when it fits the joint search's block form.
+  std::optional<Plan> polished(const StrategyOutcome& greedy) const {
+    if (!greedy.feasible || costs_.peak(greedy.plan) > budget_) return std::nullopt;
+    Plan plan = greedy.plan;
+    polish(&plan);
+    return plan;
+  }
+
+  // The joint DP's plan, polished; for short chains the polished segment variants become one
+  // more layer and the DP runs again.
+  Plan joint_plan(const std::optional<Plan>& incumbent) {
+    Plan best = dp_->solve(budget_, incumbent ? &*incumbent : nullptr).plan;
     polish(&best);
     const int rounds = costs_.stages() <= kTwoRoundStages ? 2 : 1;
     for (int round = 1; round < rounds; ++round) {
@@ -205,25 +269,9 @@ class JointPlanner {
       if (costs_.time(candidate) >= costs_.time(best)) break;
       best = std::move(candidate);
     }
-    outcome.feasible = true;
-    outcome.plan = std::move(best);
-    // Judged by simulate(): the floor wins where the joint search was conservative (variants
-    // that disagree on out_bytes); greedy where the floor's own fronts were discretized.
-    double time = simulate(chain_, outcome.plan).time;
-    if (floor.feasible && floor.time < time) {
-      outcome.plan = floor.plan;
-      time = floor.time;
-    }
-    if (!checkpoints.exact()) {
-      StrategyOutcome greedy = plan_greedy(chain_, budget_);
-      if (greedy.feasible && simulate(chain_, greedy.plan).time < time) {
-        outcome.plan = std::move(greedy.plan);
-      }
-    }
-    return outcome;
+    return best;
   }
 
- private:
   // Adds a segment layer unless an equal one is there.
   bool add_layer(std::vector<int> layer) {
     if (std::find(layers_.begin(), layers_.end(), layer) != layers_.end()) return false;

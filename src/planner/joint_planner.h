@@ -10,10 +10,12 @@
 //      for short chains, which are cheap to plan.
 //   3. The least feasible budget is exact over every mix of segment variants (DpChoices::lean),
 //      and the least-peak plan's segments are choices too, so any budget from there up fits.
-//   4. The checkpoint-only optimum (`dp`) is computed first. It bounds the joint search, which
-//      then keeps only states that can beat it, and it is the answer when nothing beats it: so
-//      monet is never worse than `dp`, nor than `greedy` (checked directly when dp's own fronts
-//      had to be discretized).
+//   4. The joint search is bounded by an incumbent: greedy's plan with its variants polished, or
+//      the checkpoint-only optimum (`dp`) where that is faster. dp is the answer where nothing
+//      beats it, so monet is never worse than `dp`, nor than `greedy` (checked directly when dp's
+//      own fronts had to be discretized). dp searches only for plans faster than the others,
+//      with RestBound's memory-aware bound on the rest of the chain, which makes it nearly free
+//      where variants save much; there it runs after the joint search, bounded by its plan.
 //   5. The plan is polished: each segment's variants are re-chosen stage by stage by a bounded
 //      branch and bound (the fastest mix that fits the segment's room), and kept stages move to
 //      faster variants where every later block has the slack. For short chains the polished
