@@ -1,0 +1,161 @@
+// monet::nn: drop-in modules for torch::nn's ReLU, Dropout, BatchNorm2d, MaxPool2d, GELU and
+// Softmax (the same options types, TORCH_MODULE holders, the same parameters and buffers), plus a
+// fused BatchNorm2dReLU, whose forward calls monet::ops (monet/ops.h): they compute what
+// torch::nn's compute and, under a non-default OpMode, keep less for backward.
+//
+//   auto stages = monet::nn::substitute_variants(model_stages);  // shares model's parameters
+//   { monet::OpModeScope scope(monet::OpMode::kCompact); y = stages[0].forward(x); }
+//
+// Differences from torch::nn, all deliberate:
+// - ReLU and Dropout run out of place in every mode, whatever options.inplace() says: an in-place
+//   op would overwrite the output that a compact BatchNorm before it keeps. Results are equal.
+// - MaxPool2d has no forward_with_indices (its compact variant keeps no 64-bit indices).
+#pragma once
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/options/activation.h>
+#include <torch/nn/options/batchnorm.h>
+#include <torch/nn/options/dropout.h>
+#include <torch/nn/options/pooling.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+#include <ostream>
+#include <vector>
+
+namespace monet::nn {
+
+// max(x, 0) (monet::ops::relu).
+class ReLUImpl : public torch::nn::Cloneable<ReLUImpl> {
+ public:
+  explicit ReLUImpl(const torch::nn::ReLUOptions& options = {});
+  torch::Tensor forward(const torch::Tensor& input);
+  void reset() override {}
+  void pretty_print(std::ostream& stream) const override;
+  torch::nn::ReLUOptions options;
+};
+TORCH_MODULE(ReLU);
+
+// Dropout with probability options.p() while training (monet::ops::dropout).
+class DropoutImpl : public torch::nn::Cloneable<DropoutImpl> {
+ public:
+  explicit DropoutImpl(double p);
+  explicit DropoutImpl(const torch::nn::DropoutOptions& options = {});
+  torch::Tensor forward(const torch::Tensor& input);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+  torch::nn::DropoutOptions options;
+};
+TORCH_MODULE(Dropout);
+
+// What BatchNorm2d and BatchNorm2dReLU share: options, parameters (weight, bias: options.affine())
+// and buffers (running_mean, running_var, num_batches_tracked: options.track_running_stats()),
+// named and initialized as torch::nn::BatchNorm2d's.
+template <typename Derived>
+class BatchNorm2dBase : public torch::nn::Cloneable<Derived> {
+ public:
+  explicit BatchNorm2dBase(const torch::nn::BatchNorm2dOptions& options);
+  // Registers `shared`'s own tensors: training this module trains `shared`, and its running
+  // statistics are `shared`'s.
+  explicit BatchNorm2dBase(const torch::nn::BatchNorm2dImpl& shared);
+  void reset() override;
+  // weight = 1, bias = 0, running statistics to their start (torch's reset_parameters()).
+  void reset_parameters();
+  void reset_running_stats();
+
+  torch::nn::BatchNorm2dOptions options;
+  torch::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ protected:
+  // Checks the input, counts a training batch and returns this step's momentum (the cumulative
+  // average's 1 / batches when options.momentum() is unset), as torch::nn::BatchNorm2d does.
+  double step(const torch::Tensor& input);
+  // Whether the batch's statistics are used: training, or no running statistics to use.
+  bool uses_batch_stats() const;
+
+ private:
+  void register_state(torch::Tensor weight, torch::Tensor bias, torch::Tensor running_mean,
+                      torch::Tensor running_var, torch::Tensor num_batches_tracked, bool fresh);
+};
+
+// BatchNorm over the channels of an NCHW input (monet::ops::batch_norm).
+class BatchNorm2dImpl : public BatchNorm2dBase<BatchNorm2dImpl> {
+ public:
+  using BatchNorm2dBase::BatchNorm2dBase;
+  explicit BatchNorm2dImpl(std::int64_t num_features)
+      : BatchNorm2dImpl(torch::nn::BatchNorm2dOptions(num_features)) {}
+  torch::Tensor forward(const torch::Tensor& input);
+  void pretty_print(std::ostream& stream) const override;
+};
+TORCH_MODULE(BatchNorm2d);
+
+// relu(BatchNorm2d(x)) in one op (monet::ops::batch_norm_relu): torch::nn::BatchNorm2d followed
+// by torch::nn::ReLU.
+class BatchNorm2dReLUImpl : public BatchNorm2dBase<BatchNorm2dReLUImpl> {
+ public:
+  using BatchNorm2dBase::BatchNorm2dBase;
+  explicit BatchNorm2dReLUImpl(std::int64_t num_features)
+      : BatchNorm2dReLUImpl(torch::nn::BatchNorm2dOptions(num_features)) {}
+  torch::Tensor forward(const torch::Tensor& input);
+  void pretty_print(std::ostream& stream) const override;
+};
+TORCH_MODULE(BatchNorm2dReLU);
+
+// 2-d max pooling (monet::ops::max_pool2d).
+class MaxPool2dImpl : public torch::nn::Cloneable<MaxPool2dImpl> {
+ public:
+  explicit MaxPool2dImpl(const torch::nn::MaxPool2dOptions& options);
+  explicit MaxPool2dImpl(torch::ExpandingArray<2> kernel_size)
+      : MaxPool2dImpl(torch::nn::MaxPool2dOptions(kernel_size)) {}
+  torch::Tensor forward(const torch::Tensor& input);
+  void reset() override {}
+  void pretty_print(std::ostream& stream) const override;
+  torch::nn::MaxPool2dOptions options;
+};
+TORCH_MODULE(MaxPool2d);
+
+// GELU, exact or tanh-approximated (monet::ops::gelu).
+class GELUImpl : public torch::nn::Cloneable<GELUImpl> {
+ public:
+  explicit GELUImpl(const torch::nn::GELUOptions& options = {});
+  torch::Tensor forward(const torch::Tensor& input);
+  void reset() override {}
+  void pretty_print(std::ostream& stream) const override;
+  torch::nn::GELUOptions options;
+};
+TORCH_MODULE(GELU);
+
+// softmax along options.dim() (monet::ops::softmax).
+class SoftmaxImpl : public torch::nn::Cloneable<SoftmaxImpl> {
+ public:
+  explicit SoftmaxImpl(std::int64_t dim);
+  explicit SoftmaxImpl(const torch::nn::SoftmaxOptions& options);
+  torch::Tensor forward(const torch::Tensor& input);
+  void reset() override {}
+  void pretty_print(std::ostream& stream) const override;
+  torch::nn::SoftmaxOptions options;
+};
+TORCH_MODULE(Softmax);
+
+struct SubstituteOptions {
+  // Replace a torch::nn::BatchNorm2d directly followed by a torch::nn::ReLU with one
+  // BatchNorm2dReLU: the result then has one module fewer than its input.
+  bool fuse_batch_norm_relu = true;
+};
+
+// Variant-aware equivalents of `stages`, for the runtime: each torch::nn ReLU, Dropout,
+// BatchNorm2d, MaxPool2d, GELU and Softmax becomes its monet::nn module with the same options
+// and training flag, and the SAME parameter and buffer tensors (so training the result trains the
+// original model, and BatchNorm updates the original's running statistics). Every other module
+// is returned as is, the same object; modules inside it are not looked into (its forward calls
+// them by name). The inputs are not modified. The Sequential form substitutes a Sequential's
+// children into a new Sequential (same names; a fused pair takes the BatchNorm's name).
+std::vector<torch::nn::AnyModule> substitute_variants(
+    const std::vector<torch::nn::AnyModule>& stages, const SubstituteOptions& options = {});
+torch::nn::Sequential substitute_variants(const torch::nn::Sequential& net,
+                                          const SubstituteOptions& options = {});
+
+}  // namespace monet::nn

@@ -1,0 +1,70 @@
+// monet's variant-aware operators: each runs the implementation the calling thread's OpMode
+// (monet/op_mode.h) names. kDefault is the plain torch op, exactly: same result, same autograd
+// node, same bytes kept for backward. kCompact and kRegenerate are custom autograd Functions
+// that keep less for backward and compute the same forward and the same gradients (see
+// docs/kernels.md for the bytes each keeps, measured). A call that needs no gradient (grad mode
+// off, or an input that does not require it) runs the plain op in every mode, except dropout,
+// whose mode also decides how its mask is drawn, so that a checkpoint's recompute draws it alike.
+//
+// Every call counts once in monet::variant_op_calls(), in every mode.
+//
+// Tensors: CPU in any floating dtype; CUDA (float32) where monet and LibTorch were both built
+// with CUDA. Other devices in a non-default mode are an error that says so.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/ArrayRef.h>
+#include <c10/util/string_view.h>
+
+#include <cstdint>
+
+namespace monet::ops {
+
+// max(x, 0). Compact and regenerate keep a 1-bit mask of (y > 0) instead of y: 1/32 of the bytes
+// of torch's relu, which keeps its output.
+at::Tensor relu(const at::Tensor& x);
+
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p) when `training`;
+// returns x when not (p in [0, 1], as torch::dropout).
+//  kDefault    torch::dropout: keeps the fp32 noise (4 bytes an element).
+//  kCompact    draws the same noise as torch::dropout from the default CPU generator (the same
+//              output for the same generator state), keeps it as a 1-bit mask.
+//  kRegenerate draws a 64-bit seed from the default CPU generator (on every device) and the mask
+//              from a counter-based hash of (seed, element index); keeps only the seed and
+//              offset, and redraws the mask in backward. A rerun after restoring the generator's
+//              state (torch::manual_seed, or get_state/set_state) draws the same mask.
+at::Tensor dropout(const at::Tensor& x, double p, bool training);
+
+// Batch normalization over dim 1 (NCHW for 2-d), as torch::batch_norm. weight, bias and the
+// running statistics may be undefined tensors. With training = false it is the plain op in every
+// mode. Compact and regenerate, training: keep the output y and the per-channel mean and invstd,
+// not the input, and recover x_hat = (y - bias) / weight in backward (in-place activated
+// BatchNorm, Rota Bulo et al. 2018). A channel whose weight is too small to invert exactly,
+// |weight| < 1e-2 * max(1, |bias|), keeps its input slice instead (docs/kernels.md).
+at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                      const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
+                      double momentum, double eps);
+
+// relu(batch_norm(...)) in one op. Compact and regenerate, training: keep the BatchNorm output
+// before the ReLU (from which both the ReLU mask and x_hat follow) and the per-channel statistics;
+// neither the input nor the returned output. torch's pair keeps the input and the output.
+at::Tensor batch_norm_relu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                           const at::Tensor& running_mean, const at::Tensor& running_var,
+                           bool training, double momentum, double eps);
+
+// 2-d max pooling, as torch::max_pool2d (an empty stride means the kernel size). Compact and
+// regenerate keep a 4-bit code per output (the argmax's position in its window) and the input's
+// sizes, instead of the input and 64-bit indices; windows of more than 16 positions run the plain
+// op in every mode.
+at::Tensor max_pool2d(const at::Tensor& x, at::IntArrayRef kernel_size, at::IntArrayRef stride = {},
+                      at::IntArrayRef padding = 0, at::IntArrayRef dilation = 1,
+                      bool ceil_mode = false);
+
+// GELU, approximate "none" or "tanh", as torch::gelu. Every mode keeps the input, as torch's
+// does: no exact smaller form of a GELU's input or output exists (docs/kernels.md says why).
+at::Tensor gelu(const at::Tensor& x, c10::string_view approximate = "none");
+
+// softmax along `dim`, as torch::softmax. Every mode keeps only the output, as torch's does.
+at::Tensor softmax(const at::Tensor& x, std::int64_t dim);
+
+}  // namespace monet::ops

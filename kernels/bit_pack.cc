@@ -1,0 +1,184 @@
+#include "kernels/bit_pack.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/Functions.h>
+#include <ATen/Parallel.h>
+#include <ATen/TensorOperators.h>
+
+#include "kernels/counter_rng.h"
+#include "kernels/device.h"
+
+namespace monet::kernels {
+namespace {
+
+constexpr std::int64_t kWordBits = 32;
+// Words per parallel task: 64 Ki elements, enough work to pay for the task.
+constexpr std::int64_t kWordsPerTask = 2048;
+
+std::uint32_t* words_of(const at::Tensor& mask) {
+  return reinterpret_cast<std::uint32_t*>(mask.data_ptr<std::int32_t>());
+}
+const std::uint32_t* words_of_const(const at::Tensor& mask) {
+  return reinterpret_cast<const std::uint32_t*>(mask.data_ptr<std::int32_t>());
+}
+
+// Packs bit i = keep(data[i]) for n elements into `words`, one word per inner loop.
+template <typename T, typename Keep>
+void pack_loop(const T* data, std::int64_t n, std::uint32_t* words, Keep keep) {
+  at::parallel_for(0, (n + kWordBits - 1) / kWordBits, kWordsPerTask,
+                   [&](std::int64_t begin, std::int64_t end) {
+                     for (std::int64_t w = begin; w < end; ++w) {
+                       const std::int64_t first = w * kWordBits;
+                       const std::int64_t count = std::min(kWordBits, n - first);
+                       std::uint32_t word = 0;
+                       for (std::int64_t b = 0; b < count; ++b) {
+                         word |= static_cast<std::uint32_t>(keep(data[first + b])) << b;
+                       }
+                       words[w] = word;
+                     }
+                   });
+}
+
+template <typename Keep>
+void pack_cpu(const at::Tensor& c, const at::Tensor& mask, Keep keep) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, c.scalar_type(), "monet_pack", [&] {
+    pack_loop(c.data_ptr<scalar_t>(), c.numel(), words_of(mask),
+              [&](scalar_t v) { return keep(static_cast<float>(v)); });
+  });
+}
+
+}  // namespace
+
+at::Tensor empty_mask(std::int64_t n, const at::TensorOptions& options) {
+  return at::empty({(n + kWordBits - 1) / kWordBits}, options.dtype(at::kInt));
+}
+
+at::Tensor pack_positive(const at::Tensor& t) {
+  const at::Tensor c = t.contiguous();
+  at::Tensor mask = empty_mask(c.numel(), c.options());
+  if (on_cpu(c, "mask")) {
+    pack_cpu(c, mask, [](float v) { return v > 0.0f; });
+    return mask;
+  }
+#ifdef MONET_CUDA_KERNELS
+  // Callers pass relu's output, whose relu is itself: the launcher's y is scratch.
+  c10::cuda::CUDAGuard guard(c.device());
+  at::Tensor scratch = at::empty_like(c);
+  cuda::launch_relu_pack(c.data_ptr<float>(), scratch.data_ptr<float>(), words_of(mask), c.numel(),
+                         stream_of(c));
+#endif
+  return mask;
+}
+
+at::Tensor pack_nonzero(const at::Tensor& t) {
+  const at::Tensor c = t.contiguous();
+  at::Tensor mask = empty_mask(c.numel(), c.options());
+  if (on_cpu(c, "mask")) {
+    pack_cpu(c, mask, [](float v) { return v != 0.0f; });
+    return mask;
+  }
+#ifdef MONET_CUDA_KERNELS
+  c10::cuda::CUDAGuard guard(c.device());
+  cuda::launch_pack_nonzero(c.data_ptr<float>(), words_of(mask), c.numel(), stream_of(c));
+#endif
+  return mask;
+}
+
+at::Tensor select_by_mask(const at::Tensor& grad, const at::Tensor& mask) {
+  const at::Tensor g = grad.contiguous();
+  at::Tensor out = at::empty_like(g, at::MemoryFormat::Contiguous);
+  const std::int64_t n = g.numel();
+  TORCH_CHECK(mask.numel() * kWordBits >= n, "monet: a mask of ", mask.numel(),
+              " words is too short for ", n, " elements");
+  if (on_cpu(g, "mask")) {
+    const std::uint32_t* words = words_of_const(mask);
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, g.scalar_type(), "monet_select", [&] {
+      const scalar_t* in = g.data_ptr<scalar_t>();
+      scalar_t* o = out.data_ptr<scalar_t>();
+      at::parallel_for(0, n, kWordsPerTask * kWordBits, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) {
+          const bool bit = (words[i / kWordBits] >> (i % kWordBits)) & 1u;
+          o[i] = bit ? in[i] : scalar_t(0);
+        }
+      });
+    });
+    return out;
+  }
+#ifdef MONET_CUDA_KERNELS
+  c10::cuda::CUDAGuard guard(g.device());
+  cuda::launch_mask_select(g.data_ptr<float>(), words_of_const(mask), out.data_ptr<float>(), n,
+                           stream_of(g));
+#endif
+  return out;
+}
+
+at::Tensor mask_to_values(const at::Tensor& mask, const at::Tensor& like) {
+  at::Tensor out =
+      at::empty(like.sizes(), like.options().memory_format(at::MemoryFormat::Contiguous));
+  const std::int64_t n = out.numel();
+  if (on_cpu(out, "mask")) {
+    const std::uint32_t* words = words_of_const(mask);
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, out.scalar_type(), "monet_unpack", [&] {
+          scalar_t* o = out.data_ptr<scalar_t>();
+          at::parallel_for(
+              0, n, kWordsPerTask * kWordBits, [&](std::int64_t begin, std::int64_t end) {
+                for (std::int64_t i = begin; i < end; ++i) {
+                  o[i] =
+                      ((words[i / kWordBits] >> (i % kWordBits)) & 1u) ? scalar_t(1) : scalar_t(0);
+                }
+              });
+        });
+    return out;
+  }
+#ifdef MONET_CUDA_KERNELS
+  c10::cuda::CUDAGuard guard(out.device());
+  cuda::launch_unpack(words_of_const(mask), out.data_ptr<float>(), n, stream_of(out));
+#endif
+  return out;
+}
+
+at::Tensor dropout_keep_mask(std::uint64_t seed, std::uint64_t offset, std::int64_t n, double p,
+                             const at::TensorOptions& options) {
+  at::Tensor mask = empty_mask(n, options);
+  const std::uint64_t threshold = drop_threshold(p);
+  if (on_cpu(mask, "dropout")) {
+    std::uint32_t* words = words_of(mask);
+    at::parallel_for(0, mask.numel(), kWordsPerTask, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t w = begin; w < end; ++w) {
+        const std::int64_t first = w * kWordBits;
+        const std::int64_t count = std::min(kWordBits, n - first);
+        std::uint32_t word = 0;
+        for (std::int64_t b = 0; b < count; ++b) {
+          const std::uint64_t index = offset + static_cast<std::uint64_t>(first + b);
+          word |= static_cast<std::uint32_t>(counter_bits(seed, index) >= threshold) << b;
+        }
+        words[w] = word;
+      }
+    });
+    return mask;
+  }
+#ifdef MONET_CUDA_KERNELS
+  c10::cuda::CUDAGuard guard(mask.device());
+  cuda::launch_dropout_keep_mask(seed, offset, threshold, words_of(mask), n, stream_of(mask));
+#endif
+  return mask;
+}
+
+at::Tensor pack_bool_reference(const at::Tensor& bits) {
+  const std::int64_t n = bits.numel();
+  const std::int64_t words = (n + kWordBits - 1) / kWordBits;
+  at::Tensor padded = at::zeros({words * kWordBits}, bits.options().dtype(at::kLong));
+  padded.narrow(0, 0, n).copy_(bits.reshape({-1}));
+  at::Tensor shifts = at::arange(kWordBits, padded.options());
+  // Distinct powers of two: their int64 sum is their OR; the low 32 bits are the word.
+  return at::bitwise_left_shift(padded.view({words, kWordBits}), shifts).sum(1).to(at::kInt);
+}
+
+at::Tensor unpack_bool_reference(const at::Tensor& mask, std::int64_t n) {
+  at::Tensor shifts = at::arange(kWordBits, mask.options().dtype(at::kLong));
+  at::Tensor bits = at::bitwise_right_shift(mask.to(at::kLong).unsqueeze(1), shifts).bitwise_and(1);
+  return bits.reshape({-1}).narrow(0, 0, n).to(at::kBool);
+}
+
+}  // namespace monet::kernels

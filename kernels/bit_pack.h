@@ -1,0 +1,32 @@
+// 1-bit masks for the compact variants: bits packed 32 to an int32 word (element i is bit i % 32
+// of word i / 32, elements in row-major order of the tensor's sizes), 1/32 of an fp32 tensor.
+// CPU tensors run loops here; CUDA tensors run kernels/cuda/ where LibTorch and monet were both
+// built with CUDA; any other device is an error naming the op.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace monet::kernels {
+
+// The packed words of `n` bits (int32, ceil(n / 32) words, on `options`' device).
+at::Tensor empty_mask(std::int64_t n, const at::TensorOptions& options);
+
+// bit i = (t[i] > 0). NaN gives 0.
+at::Tensor pack_positive(const at::Tensor& t);
+// bit i = (t[i] != 0).
+at::Tensor pack_nonzero(const at::Tensor& t);
+// A tensor of grad's sizes and dtype: grad[i] where bit i is set, else 0.
+at::Tensor select_by_mask(const at::Tensor& grad, const at::Tensor& mask);
+// A contiguous tensor of like's sizes and dtype: 1 where bit i is set, else 0.
+at::Tensor mask_to_values(const at::Tensor& mask, const at::Tensor& like);
+// Regenerating dropout's keep mask for `n` elements (kernels/counter_rng.h), on `options`' device.
+at::Tensor dropout_keep_mask(std::uint64_t seed, std::uint64_t offset, std::int64_t n, double p,
+                             const at::TensorOptions& options);
+
+// The same packing in plain ATen operations, for the tests: bool tensor -> words, and back.
+at::Tensor pack_bool_reference(const at::Tensor& bits);
+at::Tensor unpack_bool_reference(const at::Tensor& mask, std::int64_t n);
+
+}  // namespace monet::kernels

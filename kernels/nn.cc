@@ -1,0 +1,250 @@
+#include "monet/nn.h"
+
+#include <torch/nn/init.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/pooling.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "monet/ops.h"
+
+namespace monet::nn {
+
+// --- ReLU, Dropout, MaxPool2d, GELU, Softmax ---------------------------------------------------
+
+ReLUImpl::ReLUImpl(const torch::nn::ReLUOptions& options) : options(options) {}
+
+torch::Tensor ReLUImpl::forward(const torch::Tensor& input) { return ops::relu(input); }
+
+void ReLUImpl::pretty_print(std::ostream& stream) const { stream << "monet::nn::ReLU()"; }
+
+DropoutImpl::DropoutImpl(double p) : DropoutImpl(torch::nn::DropoutOptions(p)) {}
+
+DropoutImpl::DropoutImpl(const torch::nn::DropoutOptions& options) : options(options) { reset(); }
+
+void DropoutImpl::reset() {
+  TORCH_CHECK(options.p() >= 0. && options.p() <= 1.,
+              "dropout probability has to be between 0 and 1, but got ", options.p());
+}
+
+torch::Tensor DropoutImpl::forward(const torch::Tensor& input) {
+  return ops::dropout(input, options.p(), is_training());
+}
+
+void DropoutImpl::pretty_print(std::ostream& stream) const {
+  stream << "monet::nn::Dropout(p=" << options.p() << ")";
+}
+
+MaxPool2dImpl::MaxPool2dImpl(const torch::nn::MaxPool2dOptions& options) : options(options) {}
+
+torch::Tensor MaxPool2dImpl::forward(const torch::Tensor& input) {
+  return ops::max_pool2d(input, options.kernel_size(), options.stride(), options.padding(),
+                         options.dilation(), options.ceil_mode());
+}
+
+void MaxPool2dImpl::pretty_print(std::ostream& stream) const {
+  stream << "monet::nn::MaxPool2d(kernel_size=" << options.kernel_size()
+         << ", stride=" << options.stride() << ", padding=" << options.padding() << ")";
+}
+
+GELUImpl::GELUImpl(const torch::nn::GELUOptions& options) : options(options) {}
+
+torch::Tensor GELUImpl::forward(const torch::Tensor& input) {
+  return ops::gelu(input, options.approximate());
+}
+
+void GELUImpl::pretty_print(std::ostream& stream) const { stream << "monet::nn::GELU()"; }
+
+SoftmaxImpl::SoftmaxImpl(std::int64_t dim) : SoftmaxImpl(torch::nn::SoftmaxOptions(dim)) {}
+
+SoftmaxImpl::SoftmaxImpl(const torch::nn::SoftmaxOptions& options) : options(options) {}
+
+torch::Tensor SoftmaxImpl::forward(const torch::Tensor& input) {
+  return ops::softmax(input, options.dim());
+}
+
+void SoftmaxImpl::pretty_print(std::ostream& stream) const {
+  stream << "monet::nn::Softmax(dim=" << options.dim() << ")";
+}
+
+// --- BatchNorm2d and BatchNorm2dReLU -----------------------------------------------------------
+
+template <typename Derived>
+BatchNorm2dBase<Derived>::BatchNorm2dBase(const torch::nn::BatchNorm2dOptions& options)
+    : options(options) {
+  reset();
+}
+
+template <typename Derived>
+BatchNorm2dBase<Derived>::BatchNorm2dBase(const torch::nn::BatchNorm2dImpl& shared)
+    : options(shared.options) {
+  register_state(shared.weight, shared.bias, shared.running_mean, shared.running_var,
+                 shared.num_batches_tracked, /*fresh=*/false);
+  this->train(shared.is_training());
+}
+
+template <typename Derived>
+void BatchNorm2dBase<Derived>::register_state(torch::Tensor w, torch::Tensor b, torch::Tensor mean,
+                                              torch::Tensor var, torch::Tensor batches,
+                                              bool fresh) {
+  // Undefined tensors are registered too, under the same names, as torch::nn does. A shared
+  // parameter keeps its requires_grad (registering sets it, on the shared tensor).
+  const bool w_grad = w.defined() && (fresh || w.requires_grad());
+  const bool b_grad = b.defined() && (fresh || b.requires_grad());
+  weight = this->register_parameter("weight", std::move(w), w_grad);
+  bias = this->register_parameter("bias", std::move(b), b_grad);
+  running_mean = this->register_buffer("running_mean", std::move(mean));
+  running_var = this->register_buffer("running_var", std::move(var));
+  num_batches_tracked = this->register_buffer("num_batches_tracked", std::move(batches));
+}
+
+template <typename Derived>
+void BatchNorm2dBase<Derived>::reset() {
+  const std::int64_t c = options.num_features();
+  const bool affine = options.affine(), tracked = options.track_running_stats();
+  register_state(
+      affine ? torch::empty({c}) : torch::Tensor(), affine ? torch::empty({c}) : torch::Tensor(),
+      tracked ? torch::zeros({c}) : torch::Tensor(), tracked ? torch::ones({c}) : torch::Tensor(),
+      tracked ? torch::tensor(0, torch::dtype(torch::kLong)) : torch::Tensor(),
+      /*fresh=*/true);
+  reset_parameters();
+}
+
+template <typename Derived>
+void BatchNorm2dBase<Derived>::reset_running_stats() {
+  if (!options.track_running_stats()) return;
+  running_mean.zero_();
+  running_var.fill_(1);
+  num_batches_tracked.zero_();
+}
+
+template <typename Derived>
+void BatchNorm2dBase<Derived>::reset_parameters() {
+  reset_running_stats();
+  if (!options.affine()) return;
+  torch::nn::init::ones_(weight);
+  torch::nn::init::zeros_(bias);
+}
+
+template <typename Derived>
+double BatchNorm2dBase<Derived>::step(const torch::Tensor& input) {
+  TORCH_CHECK(input.dim() == 4, "expected 4D input (got ", input.dim(), "D input)");
+  double momentum = options.momentum().value_or(0.0);
+  if (this->is_training() && options.track_running_stats() && num_batches_tracked.defined()) {
+    num_batches_tracked += 1;
+    if (!options.momentum().has_value()) {
+      momentum = 1.0 / num_batches_tracked.template item<double>();
+    }
+  }
+  if (uses_batch_stats()) {
+    TORCH_CHECK(input.numel() / input.size(1) > 1,
+                "Expected more than 1 value per channel when training, got input size ",
+                input.sizes());
+  }
+  return momentum;
+}
+
+template <typename Derived>
+bool BatchNorm2dBase<Derived>::uses_batch_stats() const {
+  return this->is_training() || !options.track_running_stats();
+}
+
+template class BatchNorm2dBase<BatchNorm2dImpl>;
+template class BatchNorm2dBase<BatchNorm2dReLUImpl>;
+
+torch::Tensor BatchNorm2dImpl::forward(const torch::Tensor& input) {
+  const double momentum = step(input);
+  return ops::batch_norm(input, weight, bias, running_mean, running_var, uses_batch_stats(),
+                         momentum, options.eps());
+}
+
+void BatchNorm2dImpl::pretty_print(std::ostream& stream) const {
+  stream << "monet::nn::BatchNorm2d(" << options.num_features() << ", eps=" << options.eps() << ")";
+}
+
+torch::Tensor BatchNorm2dReLUImpl::forward(const torch::Tensor& input) {
+  const double momentum = step(input);
+  return ops::batch_norm_relu(input, weight, bias, running_mean, running_var, uses_batch_stats(),
+                              momentum, options.eps());
+}
+
+void BatchNorm2dReLUImpl::pretty_print(std::ostream& stream) const {
+  stream << "monet::nn::BatchNorm2dReLU(" << options.num_features() << ", eps=" << options.eps()
+         << ")";
+}
+
+// --- substitution ------------------------------------------------------------------------------
+
+namespace {
+
+template <typename Impl>
+std::shared_ptr<Impl> as(const torch::nn::AnyModule& module) {
+  return std::dynamic_pointer_cast<Impl>(module.ptr());
+}
+
+// The module carries the original's training flag.
+template <typename Holder>
+torch::nn::AnyModule with_mode(Holder holder, const torch::nn::Module& original) {
+  holder->train(original.is_training());
+  return torch::nn::AnyModule(std::move(holder));
+}
+
+// The variant-aware module of one stage, or the stage itself.
+torch::nn::AnyModule substitute_one(const torch::nn::AnyModule& stage,
+                                    const SubstituteOptions& options) {
+  if (auto m = as<torch::nn::ReLUImpl>(stage)) return with_mode(ReLU(m->options), *m);
+  if (auto m = as<torch::nn::DropoutImpl>(stage)) return with_mode(Dropout(m->options), *m);
+  if (auto m = as<torch::nn::MaxPool2dImpl>(stage)) return with_mode(MaxPool2d(m->options), *m);
+  if (auto m = as<torch::nn::GELUImpl>(stage)) return with_mode(GELU(m->options), *m);
+  if (auto m = as<torch::nn::SoftmaxImpl>(stage)) return with_mode(Softmax(m->options), *m);
+  if (auto m = as<torch::nn::BatchNorm2dImpl>(stage)) {
+    return with_mode(BatchNorm2d(std::make_shared<BatchNorm2dImpl>(*m)), *m);
+  }
+  return stage;
+}
+
+// Substitutes `stages`, fusing BatchNorm2d + ReLU pairs; `names` (may be empty) follow along.
+std::vector<torch::nn::AnyModule> substitute_all(const std::vector<torch::nn::AnyModule>& stages,
+                                                 const std::vector<std::string>& names,
+                                                 const SubstituteOptions& options,
+                                                 std::vector<std::string>* kept_names) {
+  std::vector<torch::nn::AnyModule> out;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    if (!names.empty()) kept_names->push_back(names[i]);
+    auto bn = as<torch::nn::BatchNorm2dImpl>(stages[i]);
+    if (options.fuse_batch_norm_relu && bn && i + 1 < stages.size() &&
+        as<torch::nn::ReLUImpl>(stages[i + 1])) {
+      out.push_back(with_mode(BatchNorm2dReLU(std::make_shared<BatchNorm2dReLUImpl>(*bn)), *bn));
+      ++i;
+      continue;
+    }
+    out.push_back(substitute_one(stages[i], options));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<torch::nn::AnyModule> substitute_variants(
+    const std::vector<torch::nn::AnyModule>& stages, const SubstituteOptions& options) {
+  return substitute_all(stages, {}, options, nullptr);
+}
+
+torch::nn::Sequential substitute_variants(const torch::nn::Sequential& net,
+                                          const SubstituteOptions& options) {
+  const std::vector<torch::nn::AnyModule> children(net->begin(), net->end());
+  std::vector<std::string> names = net->named_children().keys();
+  std::vector<std::string> kept_names;
+  const std::vector<torch::nn::AnyModule> substituted =
+      substitute_all(children, names, options, &kept_names);
+  torch::nn::Sequential out;
+  for (std::size_t i = 0; i < substituted.size(); ++i)
+    out->push_back(kept_names[i], substituted[i]);
+  out->train(net->is_training());
+  return out;
+}
+
+}  // namespace monet::nn

@@ -1,0 +1,173 @@
+// The bytes each variant keeps for backward, measured through monet's CPU allocator against the
+// plain torch op's, and against the catalogue (kernels/catalogue.h). A forward runs on a fresh
+// non-leaf input; then the input and the output are dropped, and only the autograd node is held:
+// what stays allocated is what the op keeps for backward. Printed with MONET_TEST_VERBOSE.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+
+#include "kernels/catalogue.h"
+#include "monet/allocator.h"
+#include "monet/op_mode.h"
+#include "monet/ops.h"
+
+namespace monet {
+namespace {
+
+using UnaryOp = std::function<torch::Tensor(const torch::Tensor&)>;
+
+std::int64_t in_use() { return static_cast<std::int64_t>(memory_stats(kCpu).requested_bytes); }
+
+struct Kept {
+  std::int64_t bytes;          // held by the node with neither input nor output held
+  std::int64_t beyond_output;  // held beyond the output while the output is held
+};
+
+Kept kept_by(const UnaryOp& op, const torch::Tensor& leaf, OpMode mode) {
+  const std::int64_t before = in_use();
+  std::shared_ptr<torch::autograd::Node> node;
+  Kept kept{};
+  {
+    torch::Tensor y;
+    {
+      OpModeScope scope(mode);
+      // x * 1 is a fresh tensor that only this op's node may hold (MulBackward keeps a scalar).
+      y = op(leaf * 1.0);
+    }
+    node = y.grad_fn();
+    kept.beyond_output = in_use() - before - static_cast<std::int64_t>(y.nbytes());
+  }
+  kept.bytes = in_use() - before;
+  node.reset();
+  EXPECT_EQ(in_use(), before) << "the node freed all it kept";
+  return kept;
+}
+
+class KeptBytesTest : public ::testing::Test {
+ protected:
+  void SetUp() override { install(); }
+
+  // Measures `op` in every mode on `leaf`, checks each against the catalogue entry of `name`
+  // (per input element, fp32, to within `slack` bytes for per-channel and rounding terms), and
+  // returns the kept bytes per mode.
+  std::vector<Kept> measure(const char* name, const UnaryOp& op, const torch::Tensor& leaf,
+                            std::int64_t slack) {
+    std::vector<Kept> out;
+    const double n = static_cast<double>(leaf.numel());
+    for (OpMode mode : {OpMode::kDefault, OpMode::kCompact, OpMode::kRegenerate}) {
+      const Kept k = kept_by(op, leaf, mode);
+      const kernels::VariantEntry* entry = kernels::find_variant(name, mode);
+      EXPECT_NE(entry, nullptr);
+      if (entry != nullptr) {
+        EXPECT_NEAR(static_cast<double>(k.bytes), entry->kept_bytes * n, static_cast<double>(slack))
+            << name << " " << op_mode_name(mode);
+      }
+      if (std::getenv("MONET_TEST_VERBOSE") != nullptr) {
+        std::printf("%-16s %-10s kept %10lld B (%.4f B/elem)  beyond output %10lld B\n", name,
+                    std::string(op_mode_name(mode)).c_str(), static_cast<long long>(k.bytes),
+                    static_cast<double>(k.bytes) / n, static_cast<long long>(k.beyond_output));
+      }
+      out.push_back(k);
+    }
+    return out;
+  }
+};
+
+torch::Tensor activations() { return torch::randn({8, 16, 32, 32}).requires_grad_(); }
+
+TEST_F(KeptBytesTest, ReluCompactKeepsAThirtySecond) {
+  const torch::Tensor x = activations();
+  auto k = measure(
+      "relu", [](const torch::Tensor& t) { return ops::relu(t); }, x, 64);
+  EXPECT_EQ(k[0].bytes, static_cast<std::int64_t>(x.nbytes()));
+  EXPECT_LE(k[1].bytes, k[0].bytes / 32 + 64);
+  EXPECT_LE(k[2].bytes, k[0].bytes / 32 + 64);
+}
+
+TEST_F(KeptBytesTest, DropoutCompactKeepsAThirtySecondAndRegenerateNothing) {
+  const torch::Tensor x = activations();
+  auto k = measure(
+      "dropout", [](const torch::Tensor& t) { return ops::dropout(t, 0.5, true); }, x, 64);
+  EXPECT_EQ(k[0].bytes, static_cast<std::int64_t>(x.nbytes()));
+  EXPECT_LE(k[1].bytes, k[0].bytes / 32 + 64);
+  EXPECT_EQ(k[2].bytes, 0);
+}
+
+TEST_F(KeptBytesTest, BatchNormKeepsItsOutputNotItsInput) {
+  const torch::Tensor x = activations();
+  torch::Tensor w = torch::randn({16}).add(2).requires_grad_();
+  torch::Tensor b = torch::randn({16}).requires_grad_();
+  torch::Tensor mean = torch::zeros({16}), var = torch::ones({16});
+  const std::int64_t stats = 2 * 16 * 4;
+  auto k = measure(
+      "batch_norm",
+      [&](const torch::Tensor& t) { return ops::batch_norm(t, w, b, mean, var, true, 0.1, 1e-5); },
+      x, stats);
+  // The same bytes alone; but beyond an output that the next op keeps anyway, the default keeps
+  // its whole input and the variants only their statistics.
+  EXPECT_EQ(k[0].beyond_output, static_cast<std::int64_t>(x.nbytes()) + stats);
+  EXPECT_EQ(k[1].beyond_output, stats);
+  EXPECT_EQ(k[2].beyond_output, stats);
+}
+
+TEST_F(KeptBytesTest, BatchNormReluKeepsHalfOfTorchsPair) {
+  const torch::Tensor x = activations();
+  torch::Tensor w = torch::randn({16}).add(2).requires_grad_();
+  torch::Tensor b = torch::randn({16}).requires_grad_();
+  torch::Tensor mean = torch::zeros({16}), var = torch::ones({16});
+  auto k = measure(
+      "batch_norm_relu",
+      [&](const torch::Tensor& t) {
+        return ops::batch_norm_relu(t, w, b, mean, var, true, 0.1, 1e-5);
+      },
+      x, 2 * 16 * 4);
+  EXPECT_LE(k[1].bytes, k[0].bytes / 2 + 2 * 16 * 4);
+}
+
+TEST_F(KeptBytesTest, BatchNormWeakChannelsKeepTheirInputSlice) {
+  const torch::Tensor x = activations();
+  torch::Tensor w = torch::ones({16}).requires_grad_();
+  {
+    torch::NoGradGuard no_grad;
+    w[3] = 0.0;
+  }
+  torch::Tensor b = torch::zeros({16}).requires_grad_();
+  const Kept k = kept_by(
+      [&](const torch::Tensor& t) { return ops::batch_norm(t, w, b, {}, {}, true, 0.1, 1e-5); }, x,
+      OpMode::kCompact);
+  const std::int64_t slice = static_cast<std::int64_t>(x.nbytes()) / 16;
+  EXPECT_NEAR(static_cast<double>(k.beyond_output), static_cast<double>(slice), 2 * 16 * 4 + 8);
+}
+
+TEST_F(KeptBytesTest, MaxPoolKeepsHalfAByteAnOutput) {
+  const torch::Tensor x = activations();
+  auto k = measure(
+      "max_pool2d",
+      [](const torch::Tensor& t) {
+        return ops::max_pool2d(t, {2, 2});
+      },
+      x, 64);
+  const std::int64_t outputs = x.numel() / 4;
+  EXPECT_EQ(k[0].bytes, static_cast<std::int64_t>(x.nbytes()) + 8 * outputs);
+  EXPECT_LE(k[1].bytes, outputs / 2 + 64);
+  EXPECT_LE(k[1].bytes * 40, k[0].bytes);
+}
+
+TEST_F(KeptBytesTest, GeluAndSoftmaxKeepWhatTorchKeeps) {
+  const torch::Tensor x = activations();
+  auto g = measure(
+      "gelu", [](const torch::Tensor& t) { return ops::gelu(t); }, x, 0);
+  auto s = measure(
+      "softmax", [](const torch::Tensor& t) { return ops::softmax(t, 1); }, x, 0);
+  for (int m = 1; m < 3; ++m) {
+    EXPECT_EQ(g[m].bytes, g[0].bytes);
+    EXPECT_EQ(s[m].bytes, s[0].bytes);
+  }
+}
+
+}  // namespace
+}  // namespace monet

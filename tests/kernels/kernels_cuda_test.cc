@@ -1,0 +1,191 @@
+// monet's CUDA kernels (kernels/cuda/launchers.h) on cudaMalloc'd memory against host references.
+// Every test skips where cudaGetDeviceCount fails or finds no device.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/counter_rng.h"
+#include "kernels/cuda/launchers.h"
+
+namespace monet::cuda {
+namespace {
+
+bool have_device() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+#define SKIP_WITHOUT_DEVICE() \
+  if (!have_device()) GTEST_SKIP() << "no CUDA device"
+
+// A device buffer of n T's, copied from and to host vectors.
+template <typename T>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(std::size_t n) : n_(n) {
+    EXPECT_EQ(cudaMalloc(&ptr_, std::max<std::size_t>(1, n) * sizeof(T)), cudaSuccess);
+  }
+  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) {
+    EXPECT_EQ(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~DeviceBuffer() { cudaFree(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  T* get() { return static_cast<T*>(ptr_); }
+  std::vector<T> to_host() {
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<T> host(n_);
+    EXPECT_EQ(cudaMemcpy(host.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return host;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t n_;
+};
+
+std::vector<float> random_floats(std::size_t n, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(gen);
+  return v;
+}
+
+bool bit(const std::vector<std::uint32_t>& mask, std::size_t i) {
+  return (mask[i / 32] >> (i % 32)) & 1u;
+}
+
+const std::int64_t kSizes[] = {1, 31, 32, 33, 1000, 1 << 20};
+
+TEST(KernelsCudaTest, ReluPackAndMaskSelect) {
+  SKIP_WITHOUT_DEVICE();
+  for (std::int64_t n : kSizes) {
+    std::vector<float> x = random_floats(n, 1);
+    x[0] = std::nanf("");
+    std::vector<float> g = random_floats(n, 2);
+    DeviceBuffer<float> dx(x), dy(n), dg(g), dgx(n);
+    DeviceBuffer<std::uint32_t> mask(mask_words(n));
+    launch_relu_pack(dx.get(), dy.get(), mask.get(), n, nullptr);
+    launch_mask_select(dg.get(), mask.get(), dgx.get(), n, nullptr);
+    const auto y = dy.to_host();
+    const auto m = mask.to_host();
+    const auto gx = dgx.to_host();
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (std::isnan(x[i])) {
+        ASSERT_TRUE(std::isnan(y[i]));
+      } else {
+        ASSERT_EQ(y[i], x[i] > 0 ? x[i] : 0.0f) << i;
+      }
+      ASSERT_EQ(bit(m, i), x[i] > 0) << i;
+      ASSERT_EQ(gx[i], x[i] > 0 ? g[i] : 0.0f) << i;
+    }
+  }
+}
+
+TEST(KernelsCudaTest, PackNonzeroAndUnpack) {
+  SKIP_WITHOUT_DEVICE();
+  for (std::int64_t n : kSizes) {
+    std::vector<float> t = random_floats(n, 3);
+    for (float& v : t) v = v > 0.3f ? 0.0f : v;
+    DeviceBuffer<float> dt(t), out(n);
+    DeviceBuffer<std::uint32_t> mask(mask_words(n));
+    launch_pack_nonzero(dt.get(), mask.get(), n, nullptr);
+    launch_unpack(mask.get(), out.get(), n, nullptr);
+    const auto m = mask.to_host();
+    const auto o = out.to_host();
+    for (std::int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(bit(m, i), t[i] != 0.0f) << i;
+      ASSERT_EQ(o[i], t[i] != 0.0f ? 1.0f : 0.0f) << i;
+    }
+  }
+}
+
+TEST(KernelsCudaTest, DropoutMaskIsTheHostsDraw) {
+  SKIP_WITHOUT_DEVICE();
+  for (std::int64_t n : kSizes) {
+    const std::uint64_t seed = 0x1234567890ull, offset = 77;
+    const std::uint64_t threshold = kernels::drop_threshold(0.3);
+    DeviceBuffer<std::uint32_t> mask(mask_words(n));
+    launch_dropout_keep_mask(seed, offset, threshold, mask.get(), n, nullptr);
+    const auto m = mask.to_host();
+    for (std::int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(bit(m, i), kernels::counter_bits(seed, offset + i) >= threshold) << i;
+    }
+  }
+}
+
+// The host reference: max pooling with the first maximum (or a NaN) winning, window codes.
+void host_pool(const std::vector<float>& x, const PoolGeometry& g, std::vector<float>* y,
+               std::vector<int>* codes) {
+  for (std::int64_t p = 0; p < g.planes; ++p) {
+    for (std::int64_t oh = 0; oh < g.out_height; ++oh) {
+      for (std::int64_t ow = 0; ow < g.out_width; ++ow) {
+        float best = 0;
+        int code = -1;
+        for (int i = 0; i < g.kernel_h; ++i) {
+          for (int j = 0; j < g.kernel_w; ++j) {
+            const std::int64_t h = oh * g.stride_h - g.pad_h + i * g.dilation_h;
+            const std::int64_t w = ow * g.stride_w - g.pad_w + j * g.dilation_w;
+            if (h < 0 || h >= g.height || w < 0 || w >= g.width) continue;
+            const float v = x[(p * g.height + h) * g.width + w];
+            if (code < 0 || v > best) {
+              best = v;
+              code = i * g.kernel_w + j;
+            }
+          }
+        }
+        y->push_back(best);
+        codes->push_back(code);
+      }
+    }
+  }
+}
+
+TEST(KernelsCudaTest, MaxPoolCodesAndBackward) {
+  SKIP_WITHOUT_DEVICE();
+  const PoolGeometry geometries[] = {
+      {6, 8, 8, 4, 4, 2, 2, 2, 2, 0, 0, 1, 1},    // 2x2 stride 2
+      {5, 11, 10, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1},  // 3x3 stride 2 pad 1: overlapping windows
+      {3, 9, 9, 3, 3, 4, 4, 3, 3, 1, 1, 1, 1},    // 16 positions
+      {2, 10, 9, 6, 5, 2, 3, 1, 2, 0, 1, 2, 1},   // dilated, rectangular
+  };
+  for (const PoolGeometry& g : geometries) {
+    const std::int64_t in = g.planes * g.height * g.width;
+    const std::int64_t out = g.planes * g.out_height * g.out_width;
+    const std::vector<float> x = random_floats(in, 4);
+    const std::vector<float> gy = random_floats(out, 5);
+    std::vector<float> want_y;
+    std::vector<int> want_codes;
+    host_pool(x, g, &want_y, &want_codes);
+    std::vector<double> want_gx(in, 0.0);
+    for (std::int64_t o = 0; o < out; ++o) {
+      const std::int64_t p = o / (g.out_height * g.out_width), r = o % (g.out_height * g.out_width);
+      const std::int64_t oh = r / g.out_width, ow = r % g.out_width;
+      const std::int64_t h =
+          oh * g.stride_h - g.pad_h + (want_codes[o] / g.kernel_w) * g.dilation_h;
+      const std::int64_t w =
+          ow * g.stride_w - g.pad_w + (want_codes[o] % g.kernel_w) * g.dilation_w;
+      want_gx[(p * g.height + h) * g.width + w] += gy[o];
+    }
+    DeviceBuffer<float> dx(x), dy(out), dgy(gy), dgx(in);
+    DeviceBuffer<std::uint8_t> codes((out + 1) / 2);
+    launch_max_pool2d_compact(dx.get(), dy.get(), codes.get(), g, nullptr);
+    launch_max_pool2d_compact_backward(dgy.get(), codes.get(), dgx.get(), g, nullptr);
+    const auto y = dy.to_host();
+    const auto c = codes.to_host();
+    const auto gx = dgx.to_host();
+    for (std::int64_t o = 0; o < out; ++o) {
+      ASSERT_EQ(y[o], want_y[o]) << o;
+      ASSERT_EQ((c[o / 2] >> ((o & 1) * 4)) & 0xF, want_codes[o]) << o;
+    }
+    for (std::int64_t i = 0; i < in; ++i) ASSERT_NEAR(gx[i], want_gx[i], 1e-5) << i;
+  }
+}
+
+}  // namespace
+}  // namespace monet::cuda

@@ -1,0 +1,143 @@
+// monet::nn modules against torch::nn's, and substitute_variants: shared parameters and buffers,
+// BatchNorm2d + ReLU fusion, untouched modules, and a small CNN that trains the same.
+#include "monet/nn.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "monet/op_mode.h"
+
+namespace monet {
+namespace {
+
+namespace tnn = torch::nn;
+
+double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
+
+tnn::Sequential small_cnn() {
+  tnn::Sequential net(tnn::Conv2d(tnn::Conv2dOptions(3, 8, 3).padding(1)), tnn::BatchNorm2d(8),
+                      tnn::ReLU(), tnn::MaxPool2d(tnn::MaxPool2dOptions(2)),
+                      tnn::Conv2d(tnn::Conv2dOptions(8, 8, 3).padding(1)), tnn::BatchNorm2d(8),
+                      tnn::GELU(), tnn::Dropout(0.2), tnn::Flatten(), tnn::Linear(8 * 4 * 4, 10),
+                      tnn::Softmax(1));
+  net->to(torch::kDouble);
+  return net;
+}
+
+TEST(NnTest, SubstitutionSharesParametersAndFusesBatchNormRelu) {
+  tnn::Sequential net = small_cnn();
+  tnn::Sequential sub = nn::substitute_variants(net);
+  ASSERT_EQ(sub->size(), net->size() - 1);  // BatchNorm2d + ReLU fused into one
+  EXPECT_TRUE(sub[1]->as<nn::BatchNorm2dReLU>() != nullptr);
+  EXPECT_TRUE(sub[2]->as<nn::MaxPool2d>() != nullptr);
+  EXPECT_TRUE(sub[4]->as<nn::BatchNorm2d>() != nullptr);
+  EXPECT_TRUE(sub[5]->as<nn::GELU>() != nullptr);
+  EXPECT_TRUE(sub[6]->as<nn::Dropout>() != nullptr);
+  EXPECT_TRUE(sub[9]->as<nn::Softmax>() != nullptr);
+  EXPECT_EQ(sub->ptr(0).get(), net->ptr(0).get()) << "a convolution stays the same object";
+  EXPECT_EQ(sub->named_children().keys()[1], "1");
+  // The same tensors, not copies.
+  const auto mine = sub->named_parameters();
+  const auto theirs = net->named_parameters();
+  ASSERT_EQ(mine.size(), theirs.size());
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    EXPECT_TRUE(mine[i].value().is_same(theirs[i].value())) << theirs[i].key();
+  }
+  const auto buffers = sub->buffers();
+  ASSERT_EQ(buffers.size(), net->buffers().size());
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    EXPECT_TRUE(buffers[i].is_same(net->buffers()[i]));
+  }
+}
+
+TEST(NnTest, SubstitutedNetTrainsAsTheOriginal) {
+  torch::manual_seed(0);
+  tnn::Sequential reference = small_cnn();
+  tnn::Sequential original = small_cnn();
+  // The same starting weights in both.
+  {
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < reference->parameters().size(); ++i) {
+      original->parameters()[i].copy_(reference->parameters()[i]);
+    }
+  }
+  tnn::Sequential sub = nn::substitute_variants(original);
+  const torch::Tensor x = torch::randn({4, 3, 8, 8}, torch::dtype(torch::kDouble));
+  for (OpMode mode : {OpMode::kDefault, OpMode::kCompact, OpMode::kRegenerate}) {
+    for (tnn::Sequential net : {reference, original}) net->zero_grad();
+    torch::manual_seed(1);
+    torch::Tensor want = reference->forward(x);
+    torch::Tensor got;
+    torch::manual_seed(1);
+    {
+      OpModeScope scope(mode);
+      got = sub->forward(x);
+    }
+    if (mode != OpMode::kRegenerate) {  // regenerate draws a different dropout mask than torch's
+      EXPECT_LE(max_diff(got, want), 1e-12) << op_mode_name(mode);
+      (want * want).sum().backward();
+      (got * got).sum().backward();
+      for (std::size_t i = 0; i < reference->parameters().size(); ++i) {
+        EXPECT_LE(max_diff(original->parameters()[i].grad(), reference->parameters()[i].grad()),
+                  1e-10)
+            << op_mode_name(mode) << " parameter " << i;
+      }
+    } else {
+      (got * got).sum().backward();
+      EXPECT_TRUE(original->parameters()[0].grad().defined());
+    }
+  }
+  // The original's BatchNorm running statistics moved with every substituted forward: 3 batches.
+  EXPECT_EQ(original[1]->as<tnn::BatchNorm2d>()->num_batches_tracked.item<std::int64_t>(), 3);
+  EXPECT_LE(max_diff(original[1]->as<tnn::BatchNorm2d>()->running_mean,
+                     reference[1]->as<tnn::BatchNorm2d>()->running_mean),
+            1e-5);  // regenerate's different dropout does not reach the first BatchNorm
+}
+
+TEST(NnTest, TrainingFlagAndEvalFollowTheOriginal) {
+  tnn::Sequential net = small_cnn();
+  net->eval();
+  tnn::Sequential sub = nn::substitute_variants(net);
+  EXPECT_FALSE(sub->is_training());
+  EXPECT_FALSE(sub[1]->is_training());
+  const torch::Tensor x = torch::randn({2, 3, 8, 8}, torch::dtype(torch::kDouble));
+  OpModeScope scope(OpMode::kCompact);
+  EXPECT_LE(max_diff(sub->forward(x), net->forward(x)), 1e-12);
+}
+
+TEST(NnTest, VectorOfStagesWithoutFusion) {
+  std::vector<tnn::AnyModule> stages{tnn::AnyModule(tnn::BatchNorm2d(4)),
+                                     tnn::AnyModule(tnn::ReLU()),
+                                     tnn::AnyModule(tnn::Linear(4, 4))};
+  nn::SubstituteOptions options;
+  options.fuse_batch_norm_relu = false;
+  auto sub = nn::substitute_variants(stages, options);
+  ASSERT_EQ(sub.size(), 3u);
+  EXPECT_NE(std::dynamic_pointer_cast<nn::BatchNorm2dImpl>(sub[0].ptr()), nullptr);
+  EXPECT_NE(std::dynamic_pointer_cast<nn::ReLUImpl>(sub[1].ptr()), nullptr);
+  EXPECT_EQ(sub[2].ptr().get(), stages[2].ptr().get());
+  EXPECT_EQ(nn::substitute_variants(stages).size(), 2u);
+}
+
+TEST(NnTest, ModulesStandAloneMatchTorch) {
+  torch::manual_seed(3);
+  const torch::Tensor x = torch::randn({2, 4, 6, 6});
+  nn::BatchNorm2d bn(4);
+  tnn::BatchNorm2d ref(4);
+  OpModeScope scope(OpMode::kCompact);
+  EXPECT_LE(max_diff(bn->forward(x.detach().requires_grad_()), ref->forward(x)), 1e-5);
+  EXPECT_TRUE(torch::allclose(bn->running_mean, ref->running_mean));
+  auto cloned = std::dynamic_pointer_cast<nn::BatchNorm2dImpl>(bn->clone());
+  ASSERT_NE(cloned, nullptr);
+  EXPECT_FALSE(cloned->weight.is_same(bn->weight));
+  EXPECT_TRUE(torch::equal(cloned->running_mean, bn->running_mean));
+  EXPECT_TRUE(torch::equal(nn::MaxPool2d(2)->forward(x), tnn::MaxPool2d(2)->forward(x)));
+  EXPECT_TRUE(torch::equal(nn::Softmax(1)->forward(x), tnn::Softmax(1)->forward(x)));
+  EXPECT_TRUE(torch::equal(nn::GELU()->forward(x), tnn::GELU()->forward(x)));
+  EXPECT_TRUE(torch::equal(nn::ReLU()->forward(x), tnn::ReLU()->forward(x)));
+}
+
+}  // namespace
+}  // namespace monet

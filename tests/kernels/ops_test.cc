@@ -1,0 +1,372 @@
+// Every monet::ops function in every mode against the plain torch op: forward equal, analytic
+// gradients equal in double to 1e-10, and gradients equal to finite differences on small inputs.
+// LibTorch C++ has no gradcheck; comparing with torch's own analytic gradients is the stronger
+// check, and the finite differences guard against both being wrong alike.
+#include "monet/ops.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "monet/op_mode.h"
+
+namespace monet {
+namespace {
+
+using Inputs = std::vector<torch::Tensor>;
+using Op = std::function<torch::Tensor(const Inputs&)>;
+
+constexpr OpMode kVariants[] = {OpMode::kCompact, OpMode::kRegenerate};
+
+struct Outcome {
+  torch::Tensor y;
+  std::vector<torch::Tensor> grads;  // one per input that requires grad
+  std::string node;                  // the output's autograd node
+};
+
+// Runs `op` in `mode` on fresh copies of `inputs` and backpropagates `grad_y`.
+Outcome run(const Op& op, const Inputs& inputs, const torch::Tensor& grad_y, OpMode mode) {
+  Inputs leaves, wrt;
+  for (const torch::Tensor& t : inputs) {
+    leaves.push_back(t.defined() ? t.detach().clone().requires_grad_(t.requires_grad()) : t);
+    if (t.defined() && t.requires_grad()) wrt.push_back(leaves.back());
+  }
+  Outcome r;
+  {
+    OpModeScope scope(mode);
+    r.y = op(leaves);
+  }
+  r.node = r.y.grad_fn() ? r.y.grad_fn()->name() : "";
+  r.grads = torch::autograd::grad({r.y}, wrt, {grad_y}, /*retain_graph=*/false,
+                                  /*create_graph=*/false, /*allow_unused=*/true);
+  r.y = r.y.detach();
+  return r;
+}
+
+double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
+
+// Forward and gradients of `op` in every variant mode against `reference` (the plain torch op).
+void expect_matches(const Op& op, const Op& reference, const Inputs& inputs, double tolerance) {
+  torch::manual_seed(7);
+  const torch::Tensor probe = reference(inputs);
+  const torch::Tensor grad_y = torch::randn_like(probe);
+  const Outcome want = run(reference, inputs, grad_y, OpMode::kDefault);
+  const Outcome plain = run(op, inputs, grad_y, OpMode::kDefault);
+  EXPECT_EQ(plain.node, want.node) << "the default mode must be torch's own op";
+  for (OpMode mode : kVariants) {
+    SCOPED_TRACE(std::string(op_mode_name(mode)));
+    const Outcome got = run(op, inputs, grad_y, mode);
+    EXPECT_NE(got.node, want.node) << "no variant ran";
+    ASSERT_EQ(got.y.sizes(), want.y.sizes());
+    EXPECT_LE(max_diff(got.y, want.y), tolerance);
+    ASSERT_EQ(got.grads.size(), want.grads.size());
+    for (std::size_t i = 0; i < got.grads.size(); ++i) {
+      ASSERT_TRUE(got.grads[i].defined()) << "input " << i;
+      EXPECT_LE(max_diff(got.grads[i], want.grads[i]), tolerance) << "input " << i;
+    }
+  }
+}
+
+// The variant's gradient of sum(op(x) * g) against central differences, for input 0.
+void expect_finite_differences(const Op& op, const Inputs& inputs, OpMode mode) {
+  SCOPED_TRACE(std::string(op_mode_name(mode)));
+  torch::manual_seed(11);
+  const torch::Tensor grad_y = torch::randn_like(op(inputs));
+  const Outcome got = run(op, inputs, grad_y, mode);
+  const double h = 1e-6;
+  torch::Tensor x = inputs[0].detach().clone();
+  torch::Tensor numeric = torch::zeros_like(x);
+  auto loss = [&](const torch::Tensor& xx) {
+    Inputs in = inputs;
+    in[0] = xx;
+    OpModeScope scope(mode);
+    torch::NoGradGuard no_grad;
+    return (op(in) * grad_y).sum().item<double>();
+  };
+  auto flat = x.view({-1});
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    const double v = flat[i].item<double>();
+    flat[i] = v + h;
+    const double up = loss(x);
+    flat[i] = v - h;
+    const double down = loss(x);
+    flat[i] = v;
+    numeric.view({-1})[i] = (up - down) / (2 * h);
+  }
+  EXPECT_LE(max_diff(got.grads[0], numeric), 1e-6);
+}
+
+torch::Tensor away_from_zero(torch::Tensor t) { return t + 0.1 * t.sign(); }
+
+torch::TensorOptions f64() { return torch::dtype(torch::kDouble); }
+
+// --- relu ---
+
+TEST(OpsTest, ReluMatchesTorch) {
+  const Op op = [](const Inputs& in) { return ops::relu(in[0]); };
+  const Op ref = [](const Inputs& in) { return torch::relu(in[0]); };
+  const Inputs inputs{away_from_zero(torch::randn({2, 3, 4, 5}, f64())).requires_grad_()};
+  expect_matches(op, ref, inputs, 1e-10);
+  for (OpMode mode : kVariants) expect_finite_differences(op, inputs, mode);
+}
+
+TEST(OpsTest, ReluIsBitwiseTorchsInFloat) {
+  torch::Tensor x = torch::randn({1000}).requires_grad_();
+  torch::Tensor g = torch::randn({1000});
+  const Op op = [](const Inputs& in) { return ops::relu(in[0]); };
+  const Op ref = [](const Inputs& in) { return torch::relu(in[0]); };
+  const Outcome want = run(ref, {x}, g, OpMode::kDefault);
+  const Outcome got = run(op, {x}, g, OpMode::kCompact);
+  EXPECT_TRUE(torch::equal(got.y, want.y));
+  EXPECT_TRUE(torch::equal(got.grads[0], want.grads[0]));
+}
+
+TEST(OpsTest, EveryCallCountsOnceInEveryMode) {
+  torch::Tensor x = torch::randn({4, 3, 4, 4}).requires_grad_();
+  for (OpMode mode : {OpMode::kDefault, OpMode::kCompact, OpMode::kRegenerate}) {
+    OpModeScope scope(mode);
+    const std::uint64_t before = variant_op_calls();
+    ops::relu(x);
+    ops::dropout(x, 0.5, true);
+    ops::batch_norm(x, {}, {}, {}, {}, true, 0.1, 1e-5);
+    ops::batch_norm_relu(x, {}, {}, {}, {}, true, 0.1, 1e-5);
+    ops::max_pool2d(x, {2, 2});
+    ops::gelu(x);
+    ops::softmax(x, 1);
+    EXPECT_EQ(variant_op_calls() - before, 7u) << op_mode_name(mode);
+  }
+}
+
+TEST(OpsTest, NoGradCallsRunThePlainOp) {
+  torch::Tensor x = torch::randn({8});
+  OpModeScope scope(OpMode::kCompact);
+  EXPECT_EQ(ops::relu(x).grad_fn(), nullptr);
+  EXPECT_TRUE(torch::equal(ops::relu(x), torch::relu(x)));
+}
+
+// --- dropout ---
+
+TEST(OpsTest, CompactDropoutIsTorchsDropoutBitForBit) {
+  for (torch::ScalarType dtype : {torch::kFloat, torch::kDouble}) {
+    torch::Tensor x = torch::randn({3, 50, 7}, torch::dtype(dtype)).requires_grad_();
+    torch::Tensor g = torch::randn({3, 50, 7}, torch::dtype(dtype));
+    const Op op = [](const Inputs& in) { return ops::dropout(in[0], 0.3, true); };
+    const Op ref = [](const Inputs& in) { return torch::dropout(in[0], 0.3, true); };
+    torch::manual_seed(123);
+    const Outcome want = run(ref, {x}, g, OpMode::kDefault);
+    torch::manual_seed(123);
+    const Outcome got = run(op, {x}, g, OpMode::kCompact);
+    EXPECT_NE(got.node, want.node);
+    EXPECT_TRUE(torch::equal(got.y, want.y)) << dtype;
+    EXPECT_TRUE(torch::equal(got.grads[0], want.grads[0])) << dtype;
+  }
+}
+
+TEST(OpsTest, RegeneratingDropoutIsConsistentAndScaled) {
+  const double p = 0.25;
+  torch::Tensor x = away_from_zero(torch::randn({4, 1000}, f64())).requires_grad_();
+  torch::Tensor g = torch::randn({4, 1000}, f64());
+  const Op op = [p](const Inputs& in) { return ops::dropout(in[0], p, true); };
+  const Outcome got = run(op, {x}, g, OpMode::kRegenerate);
+  // x has no zeros: the kept elements are where y is not zero.
+  const torch::Tensor noise = (got.y != 0).to(torch::kDouble).div_(1 - p);
+  EXPECT_TRUE(torch::equal(got.y, x.detach() * noise));
+  EXPECT_TRUE(torch::equal(got.grads[0], g * noise));
+  EXPECT_NEAR((got.y != 0).to(torch::kDouble).mean().item<double>(), 1 - p, 0.03);
+}
+
+TEST(OpsTest, DropoutRerunsDrawTheSameMaskAfterTheGeneratorIsRestored) {
+  torch::Tensor x = torch::randn({64, 64}).requires_grad_();
+  for (OpMode mode : kVariants) {
+    OpModeScope scope(mode);
+    at::Generator gen = at::globalContext().defaultGenerator(at::kCPU);
+    const torch::Tensor state = gen.get_state();
+    const torch::Tensor first = ops::dropout(x, 0.5, true);
+    const torch::Tensor other = ops::dropout(x, 0.5, true);
+    EXPECT_FALSE(torch::equal(first, other)) << "each call draws afresh";
+    gen.set_state(state);
+    torch::Tensor again;
+    {
+      // A checkpoint recomputes without grad first, then with it: both draw alike.
+      torch::NoGradGuard no_grad;
+      again = ops::dropout(x, 0.5, true);
+    }
+    EXPECT_TRUE(torch::equal(first, again)) << op_mode_name(mode);
+    torch::manual_seed(5);
+    const torch::Tensor a = ops::dropout(x, 0.5, true);
+    torch::manual_seed(5);
+    EXPECT_TRUE(torch::equal(a, ops::dropout(x, 0.5, true))) << op_mode_name(mode);
+  }
+}
+
+TEST(OpsTest, DropoutEdgeCasesAreTorchs) {
+  torch::Tensor x = torch::randn({10}).requires_grad_();
+  for (OpMode mode : kVariants) {
+    OpModeScope scope(mode);
+    EXPECT_TRUE(torch::equal(ops::dropout(x, 0.5, false), x));
+    EXPECT_TRUE(torch::equal(ops::dropout(x, 0.0, true), x));
+    EXPECT_TRUE(torch::equal(ops::dropout(x, 1.0, true), torch::zeros_like(x)));
+    EXPECT_THROW(ops::dropout(x, 1.5, true), c10::Error);
+  }
+}
+
+// --- batch_norm ---
+
+struct BatchNormCase {
+  torch::Tensor x, weight, bias, mean, var;
+};
+
+BatchNormCase batch_norm_case(torch::IntArrayRef shape) {
+  const std::int64_t c = shape[1];
+  return {torch::randn(shape, f64()).mul(2).add(0.5).requires_grad_(),
+          torch::randn({c}, f64()).add(1.5).requires_grad_(),
+          torch::randn({c}, f64()).requires_grad_(), torch::zeros({c}, f64()),
+          torch::ones({c}, f64())};
+}
+
+void expect_batch_norm_matches(const BatchNormCase& bn, bool fused) {
+  auto mean_mine = bn.mean.clone(), var_mine = bn.var.clone();
+  auto mean_ref = bn.mean.clone(), var_ref = bn.var.clone();
+  const Op op = [&](const Inputs& in) {
+    auto f = fused ? ops::batch_norm_relu : ops::batch_norm;
+    return f(in[0], in[1], in[2], mean_mine, var_mine, true, 0.1, 1e-5);
+  };
+  const Op ref = [&](const Inputs& in) {
+    torch::Tensor y =
+        torch::batch_norm(in[0], in[1], in[2], mean_ref, var_ref, true, 0.1, 1e-5, false);
+    return fused ? torch::relu(y) : y;
+  };
+  const Inputs inputs{bn.x, bn.weight, bn.bias};
+  expect_matches(op, ref, inputs, 1e-10);
+  // One call updates the running statistics once, as torch's does.
+  for (OpMode mode : kVariants) {
+    mean_mine = bn.mean.clone(), var_mine = bn.var.clone();
+    mean_ref = bn.mean.clone(), var_ref = bn.var.clone();
+    {
+      OpModeScope scope(mode);
+      op(inputs);
+    }
+    ref(inputs);
+    EXPECT_LE(max_diff(mean_mine, mean_ref), 1e-12);
+    EXPECT_LE(max_diff(var_mine, var_ref), 1e-12);
+    EXPECT_GT(max_diff(mean_mine, bn.mean), 0.0);
+  }
+}
+
+TEST(OpsTest, BatchNormMatchesTorch) {
+  expect_batch_norm_matches(batch_norm_case({4, 3, 5, 5}), false);
+}
+
+TEST(OpsTest, BatchNormReluMatchesTorch) {
+  expect_batch_norm_matches(batch_norm_case({4, 3, 5, 5}), true);
+}
+
+TEST(OpsTest, BatchNormWithNearZeroWeightsKeepsThoseChannelsInputs) {
+  BatchNormCase bn = batch_norm_case({4, 4, 3, 3});
+  {
+    torch::NoGradGuard no_grad;
+    bn.weight[1] = 0.0;   // a zero-initialized residual BatchNorm
+    bn.weight[2] = 1e-4;  // too small to invert to 1e-10
+    bn.bias[3] = 1e4;     // large against its weight
+  }
+  expect_batch_norm_matches(bn, false);
+  expect_batch_norm_matches(bn, true);
+}
+
+TEST(OpsTest, BatchNormWithoutAffineOrRunningStats) {
+  BatchNormCase bn = batch_norm_case({3, 2, 4, 4});
+  const Op op = [](const Inputs& in) {
+    return ops::batch_norm(in[0], {}, {}, {}, {}, true, 0.1, 1e-5);
+  };
+  const Op ref = [](const Inputs& in) {
+    return torch::batch_norm(in[0], {}, {}, {}, {}, true, 0.1, 1e-5, false);
+  };
+  expect_matches(op, ref, {bn.x}, 1e-10);
+}
+
+TEST(OpsTest, BatchNormFiniteDifferences) {
+  BatchNormCase bn = batch_norm_case({2, 2, 3, 3});
+  for (bool fused : {false, true}) {
+    const Op op = [fused](const Inputs& in) {
+      auto f = fused ? ops::batch_norm_relu : ops::batch_norm;
+      return f(in[0], in[1], in[2], {}, {}, true, 0.1, 1e-5);
+    };
+    for (OpMode mode : kVariants) expect_finite_differences(op, {bn.x, bn.weight, bn.bias}, mode);
+  }
+}
+
+TEST(OpsTest, BatchNormInEvalIsThePlainOp) {
+  BatchNormCase bn = batch_norm_case({2, 3, 4, 4});
+  OpModeScope scope(OpMode::kCompact);
+  torch::Tensor y = ops::batch_norm(bn.x, bn.weight, bn.bias, bn.mean, bn.var, false, 0.1, 1e-5);
+  EXPECT_EQ(y.grad_fn()->name(),
+            torch::batch_norm(bn.x, bn.weight, bn.bias, bn.mean, bn.var, false, 0.1, 1e-5, false)
+                .grad_fn()
+                ->name());
+}
+
+// --- max_pool2d ---
+
+struct PoolCase {
+  std::vector<std::int64_t> kernel, stride, padding, dilation;
+  bool ceil_mode;
+};
+
+TEST(OpsTest, MaxPoolMatchesTorch) {
+  const PoolCase cases[] = {
+      {{2, 2}, {2, 2}, {0, 0}, {1, 1}, false},  // the common one
+      {{3, 3}, {2, 2}, {1, 1}, {1, 1}, false},  // overlapping, padded (ResNet's stem)
+      {{2, 3}, {1, 2}, {0, 1}, {2, 1}, false},  // rectangular, dilated
+      {{4, 4}, {3, 3}, {2, 2}, {1, 1}, true},   // 16 positions, ceil mode
+  };
+  for (const PoolCase& c : cases) {
+    const Op op = [&c](const Inputs& in) {
+      return ops::max_pool2d(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+    };
+    const Op ref = [&c](const Inputs& in) {
+      return torch::max_pool2d(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+    };
+    expect_matches(op, ref, {torch::randn({2, 3, 11, 10}, f64()).requires_grad_()}, 1e-10);
+    expect_matches(op, ref, {torch::randn({3, 9, 9}, f64()).requires_grad_()}, 1e-10);
+    for (OpMode mode : kVariants) {
+      expect_finite_differences(op, {torch::randn({1, 2, 6, 6}, f64()).requires_grad_()}, mode);
+    }
+  }
+}
+
+TEST(OpsTest, MaxPoolWindowsOver16PositionsRunThePlainOp) {
+  torch::Tensor x = torch::randn({1, 1, 10, 10}).requires_grad_();
+  OpModeScope scope(OpMode::kCompact);
+  EXPECT_EQ(ops::max_pool2d(x, {5, 5}).grad_fn()->name(),
+            torch::max_pool2d(x, {5, 5}).grad_fn()->name());
+}
+
+// --- gelu, softmax ---
+
+TEST(OpsTest, GeluMatchesTorch) {
+  for (const char* approximate : {"none", "tanh"}) {
+    const Op op = [approximate](const Inputs& in) { return ops::gelu(in[0], approximate); };
+    const Op ref = [approximate](const Inputs& in) { return torch::gelu(in[0], approximate); };
+    const Inputs inputs{torch::randn({3, 4, 5}, f64()).requires_grad_()};
+    expect_matches(op, ref, inputs, 0.0);
+    for (OpMode mode : kVariants) expect_finite_differences(op, inputs, mode);
+  }
+}
+
+TEST(OpsTest, SoftmaxMatchesTorch) {
+  for (std::int64_t dim : {1, -1}) {
+    const Op op = [dim](const Inputs& in) { return ops::softmax(in[0], dim); };
+    const Op ref = [dim](const Inputs& in) { return torch::softmax(in[0], dim); };
+    const Inputs inputs{torch::randn({3, 4, 5}, f64()).requires_grad_()};
+    expect_matches(op, ref, inputs, 0.0);
+    for (OpMode mode : kVariants) expect_finite_differences(op, inputs, mode);
+  }
+}
+
+}  // namespace
+}  // namespace monet
