@@ -22,19 +22,49 @@ const std::uint32_t* words_of_const(const at::Tensor& mask) {
   return reinterpret_cast<const std::uint32_t*>(mask.data_ptr<std::int32_t>());
 }
 
-// Packs bit i = keep(data[i]) for n elements into `words`, one word per inner loop.
+// Packs bit i = keep(data[i]) for n elements into `words`. Full words run a fixed 32-step loop
+// that the compiler unrolls; only the last word can be partial.
 template <typename T, typename Keep>
 void pack_loop(const T* data, std::int64_t n, std::uint32_t* words, Keep keep) {
   at::parallel_for(0, (n + kWordBits - 1) / kWordBits, kWordsPerTask,
                    [&](std::int64_t begin, std::int64_t end) {
                      for (std::int64_t w = begin; w < end; ++w) {
-                       const std::int64_t first = w * kWordBits;
-                       const std::int64_t count = std::min(kWordBits, n - first);
+                       const T* in = data + w * kWordBits;
+                       const std::int64_t count = std::min(kWordBits, n - w * kWordBits);
                        std::uint32_t word = 0;
-                       for (std::int64_t b = 0; b < count; ++b) {
-                         word |= static_cast<std::uint32_t>(keep(data[first + b])) << b;
+                       if (count == kWordBits) {
+                         for (int b = 0; b < 32; ++b) {
+                           word |= static_cast<std::uint32_t>(keep(in[b])) << b;
+                         }
+                       } else {
+                         for (std::int64_t b = 0; b < count; ++b) {
+                           word |= static_cast<std::uint32_t>(keep(in[b])) << b;
+                         }
                        }
                        words[w] = word;
+                     }
+                   });
+}
+
+// out[i] = bit i ? value(i) : 0, a word at a time.
+template <typename T, typename Value>
+void unpack_loop(const std::uint32_t* words, std::int64_t n, T* out, Value value) {
+  at::parallel_for(0, (n + kWordBits - 1) / kWordBits, kWordsPerTask,
+                   [&](std::int64_t begin, std::int64_t end) {
+                     for (std::int64_t w = begin; w < end; ++w) {
+                       const std::uint32_t word = words[w];
+                       const std::int64_t first = w * kWordBits;
+                       const std::int64_t count = std::min(kWordBits, n - first);
+                       T* o = out + first;
+                       if (count == kWordBits) {
+                         for (int b = 0; b < 32; ++b) {
+                           o[b] = ((word >> b) & 1u) ? value(first + b) : T(0);
+                         }
+                       } else {
+                         for (std::int64_t b = 0; b < count; ++b) {
+                           o[b] = ((word >> b) & 1u) ? value(first + b) : T(0);
+                         }
+                       }
                      }
                    });
 }
@@ -43,7 +73,7 @@ template <typename Keep>
 void pack_cpu(const at::Tensor& c, const at::Tensor& mask, Keep keep) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, c.scalar_type(), "monet_pack", [&] {
     pack_loop(c.data_ptr<scalar_t>(), c.numel(), words_of(mask),
-              [&](scalar_t v) { return keep(static_cast<float>(v)); });
+              [keep](scalar_t v) { return keep(static_cast<float>(v)); });
   });
 }
 
@@ -94,13 +124,7 @@ at::Tensor select_by_mask(const at::Tensor& grad, const at::Tensor& mask) {
     const std::uint32_t* words = words_of_const(mask);
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, g.scalar_type(), "monet_select", [&] {
       const scalar_t* in = g.data_ptr<scalar_t>();
-      scalar_t* o = out.data_ptr<scalar_t>();
-      at::parallel_for(0, n, kWordsPerTask * kWordBits, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t i = begin; i < end; ++i) {
-          const bool bit = (words[i / kWordBits] >> (i % kWordBits)) & 1u;
-          o[i] = bit ? in[i] : scalar_t(0);
-        }
-      });
+      unpack_loop(words, n, out.data_ptr<scalar_t>(), [in](std::int64_t i) { return in[i]; });
     });
     return out;
   }
@@ -120,14 +144,7 @@ at::Tensor mask_to_values(const at::Tensor& mask, const at::Tensor& like) {
     const std::uint32_t* words = words_of_const(mask);
     AT_DISPATCH_FLOATING_TYPES_AND2(
         at::kHalf, at::kBFloat16, out.scalar_type(), "monet_unpack", [&] {
-          scalar_t* o = out.data_ptr<scalar_t>();
-          at::parallel_for(
-              0, n, kWordsPerTask * kWordBits, [&](std::int64_t begin, std::int64_t end) {
-                for (std::int64_t i = begin; i < end; ++i) {
-                  o[i] =
-                      ((words[i / kWordBits] >> (i % kWordBits)) & 1u) ? scalar_t(1) : scalar_t(0);
-                }
-              });
+          unpack_loop(words, n, out.data_ptr<scalar_t>(), [](std::int64_t) { return scalar_t(1); });
         });
     return out;
   }

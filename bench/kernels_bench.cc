@@ -1,0 +1,71 @@
+// Forward + backward time of each operator variant against the plain torch op (mode 0), on an
+// activation of 8 x 64 x 32 x 32 fp32 (8 MiB). docs/kernels.md has the figures and the machine.
+//   build/kernels/kernels_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "monet/op_mode.h"
+#include "monet/ops.h"
+
+namespace {
+
+using UnaryOp = std::function<torch::Tensor(const torch::Tensor&)>;
+
+struct Case {
+  const char* name;
+  UnaryOp op;
+};
+
+const std::vector<Case>& cases() {
+  static const auto* weight = new torch::Tensor(torch::rand({64}).add(0.5).requires_grad_());
+  static const auto* bias = new torch::Tensor(torch::randn({64}).requires_grad_());
+  static const std::vector<Case> all = {
+      {"relu", [](const torch::Tensor& x) { return monet::ops::relu(x); }},
+      {"dropout", [](const torch::Tensor& x) { return monet::ops::dropout(x, 0.1, true); }},
+      {"batch_norm",
+       [](const torch::Tensor& x) {
+         return monet::ops::batch_norm(x, *weight, *bias, {}, {}, true, 0.1, 1e-5);
+       }},
+      {"batch_norm_relu",
+       [](const torch::Tensor& x) {
+         return monet::ops::batch_norm_relu(x, *weight, *bias, {}, {}, true, 0.1, 1e-5);
+       }},
+      {"max_pool2d",
+       [](const torch::Tensor& x) {
+         return monet::ops::max_pool2d(x, {2, 2});
+       }},
+      {"gelu", [](const torch::Tensor& x) { return monet::ops::gelu(x); }},
+      {"softmax", [](const torch::Tensor& x) { return monet::ops::softmax(x, 1); }},
+  };
+  return all;
+}
+
+void BM_Variant(benchmark::State& state) {
+  const Case& c = cases()[static_cast<std::size_t>(state.range(0))];
+  const auto mode = static_cast<monet::OpMode>(state.range(1));
+  state.SetLabel(std::string(c.name) + "/" + std::string(monet::op_mode_name(mode)));
+  const torch::Tensor x = torch::randn({8, 64, 32, 32}).requires_grad_();
+  for (auto _ : state) {
+    torch::Tensor y;
+    {
+      monet::OpModeScope scope(mode);
+      y = c.op(x);
+    }
+    y.backward(torch::ones_like(y));
+    benchmark::DoNotOptimize(x.grad().data_ptr());
+    x.mutable_grad() = torch::Tensor();
+  }
+}
+
+void AllCases(benchmark::internal::Benchmark* b) {
+  for (int op = 0; op < 7; ++op) {
+    for (int mode = 0; mode < monet::kOpModes; ++mode) b->Args({op, mode});
+  }
+}
+BENCHMARK(BM_Variant)->Apply(AllCases)->Unit(benchmark::kMillisecond);
+
+}  // namespace
