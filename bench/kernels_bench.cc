@@ -1,9 +1,12 @@
 // Forward + backward time of each operator variant against the plain torch op (mode 0), on an
-// activation of 8 x 64 x 32 x 32 fp32 (8 MiB). docs/kernels.md has the figures and the machine.
+// activation of 8 x 64 x 32 x 32 fp32 (8 MiB), on the CPU or on MONET_BENCH_DEVICE (e.g. cuda:0,
+// in a build against a CUDA LibTorch). docs/kernels.md has the figures and the machine.
 //   build/kernels/kernels_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -13,6 +16,11 @@
 
 namespace {
 
+torch::Device bench_device() {
+  const char* name = std::getenv("MONET_BENCH_DEVICE");
+  return torch::Device(name != nullptr ? name : "cpu");
+}
+
 using UnaryOp = std::function<torch::Tensor(const torch::Tensor&)>;
 
 struct Case {
@@ -21,8 +29,9 @@ struct Case {
 };
 
 const std::vector<Case>& cases() {
-  static const auto* weight = new torch::Tensor(torch::rand({64}).add(0.5).requires_grad_());
-  static const auto* bias = new torch::Tensor(torch::randn({64}).requires_grad_());
+  static const auto* weight =
+      new torch::Tensor(torch::rand({64}, bench_device()).add(0.5).requires_grad_());
+  static const auto* bias = new torch::Tensor(torch::randn({64}, bench_device()).requires_grad_());
   static const std::vector<Case> all = {
       {"relu", [](const torch::Tensor& x) { return monet::ops::relu(x); }},
       {"dropout", [](const torch::Tensor& x) { return monet::ops::dropout(x, 0.1, true); }},
@@ -48,7 +57,8 @@ void BM_Variant(benchmark::State& state) {
   const Case& c = cases()[static_cast<std::size_t>(state.range(0))];
   const auto mode = static_cast<monet::OpMode>(state.range(1));
   state.SetLabel(std::string(c.name) + "/" + std::string(monet::op_mode_name(mode)));
-  const torch::Tensor x = torch::randn({8, 64, 32, 32}).requires_grad_();
+  const torch::Tensor x = torch::randn({8, 64, 32, 32}, bench_device()).requires_grad_();
+  const bool cuda = bench_device().is_cuda();
   for (auto _ : state) {
     torch::Tensor y;
     {
@@ -58,6 +68,7 @@ void BM_Variant(benchmark::State& state) {
     y.backward(torch::ones_like(y));
     benchmark::DoNotOptimize(x.grad().data_ptr());
     x.mutable_grad() = torch::Tensor();
+    if (cuda) torch::cuda::synchronize();
   }
 }
 
