@@ -1,42 +1,62 @@
-// monet-train: trains a small CNN with LibTorch on CPU, on images whose size changes from batch
-// to batch, with every tensor allocated through monet under a budget, and prints what the
-// allocator did.
+// monet-train: trains a built-in model on a built-in dynamic-shape data set inside a memory
+// budget, and compares with the same run without one.
 //
-//   monet-train [--steps N] [--budget B] [--trace FILE] [--seed S] [--without-monet]
+//   monet-train [--model transformer|resnet] [--budget B] [--steps N] [--strategy S] [--json]
 //
-// The budget is --budget, else MONET_BUDGET, else 1GiB; --trace sets MONET_TRACE.
-// --without-monet runs the same steps on LibTorch's own allocator, for comparison.
+// By default a transformer encoder on token batches whose lengths are long-tailed like question
+// answering data; the budget defaults to half of the model's unconstrained peak at its largest
+// input. It first runs the steps with no budget (the baseline, and the peak the budget is a share
+// of), then the same steps, from the same weights, under monet::Runtime. A progress line shows
+// each step; a summary table (or, with --json, one JSON object) ends the run.
+#include <fmt/format.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "allocator/device_pools.h"
 #include "monet/allocator.h"
 #include "monet/bytes.h"
 #include "monet/errors.h"
+#include "monet/runtime.h"
+#include "workloads/workloads.h"
 
 namespace {
 
 struct Flags {
-  int steps = 60;
-  std::string budget;
+  std::string model = "transformer";
+  std::string budget;  // empty: MONET_BUDGET, else half of the unconstrained peak
+  int steps = 0;       // 0: the model's default
+  std::string strategy;
+  bool json = false;
+  bool baseline = true;
   std::string trace;
   std::uint64_t seed = 1;
-  bool without_monet = false;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   if (!problem.empty()) std::cerr << "monet-train: " << problem << "\n";
-  std::cerr << "usage: monet-train [--steps N] [--budget B] [--trace FILE] [--seed S] "
-               "[--without-monet]\n"
-               "  --steps N     training steps (default 60)\n"
-               "  --budget B    memory budget: 1GiB, 512MiB, 60%... (default MONET_BUDGET, "
-               "else 1GiB)\n"
-               "  --trace FILE  write every allocation and free to FILE (MONET_TRACE)\n"
-               "  --seed S      seed of the data and the model (default 1)\n"
-               "  --without-monet  use LibTorch's own allocator (no budget), for comparison\n";
+  std::cerr
+      << "usage: monet-train [--model transformer|resnet] [--budget B] [--steps N]\n"
+         "                   [--strategy S] [--json] [--no-baseline] [--trace FILE] [--seed S]\n"
+         "  --model M      transformer (default): an encoder on long-tailed token lengths;\n"
+         "                 resnet: a ResNet-style CNN on images of varying size\n"
+         "  --budget B     memory budget: 64MiB, 1GiB, 60% of RAM... (default MONET_BUDGET,\n"
+         "                 else half of the model's unconstrained peak at its largest input)\n"
+         "  --steps N      training steps (default 150 for the transformer, 60 for resnet)\n"
+         "  --strategy S   none, all, sqrt, greedy, dp or monet (default MONET_PLANNER, else "
+         "monet)\n"
+         "  --json         print one JSON object instead of the progress and the table\n"
+         "  --no-baseline  skip the run without a budget (the overhead is then not known;\n"
+         "                 a budget must be given)\n"
+         "  --trace FILE   write every allocation and free to FILE (MONET_TRACE)\n"
+         "  --seed S       seed of the data and the weights (default 1)\n";
   std::exit(problem.empty() ? 0 : 2);
 }
 
@@ -49,17 +69,23 @@ Flags parse(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (arg == "--steps") {
-        f.steps = std::stoi(value());
-        if (f.steps <= 0) usage("--steps must be positive");
+      if (arg == "--model") {
+        f.model = value();
       } else if (arg == "--budget") {
         f.budget = value();
+      } else if (arg == "--steps") {
+        f.steps = std::stoi(value());
+        if (f.steps <= 0) usage("--steps must be positive");
+      } else if (arg == "--strategy") {
+        f.strategy = value();
+      } else if (arg == "--json") {
+        f.json = true;
+      } else if (arg == "--no-baseline") {
+        f.baseline = false;
       } else if (arg == "--trace") {
         f.trace = value();
       } else if (arg == "--seed") {
         f.seed = std::stoull(value());
-      } else if (arg == "--without-monet") {
-        f.without_monet = true;
       } else if (arg == "--help" || arg == "-h") {
         usage("");
       } else {
@@ -72,73 +98,201 @@ Flags parse(int argc, char** argv) {
   return f;
 }
 
-// Conv-BN-ReLU blocks with two stride-2 stages, then global pooling: works at any image size.
-torch::nn::Sequential make_model() {
-  torch::nn::Sequential model;
-  const int widths[][3] = {{3, 32, 1},  {32, 32, 1},  {32, 64, 2},
-                           {64, 64, 1}, {64, 128, 2}, {128, 128, 1}};
-  for (const auto& w : widths) {
-    model->push_back(torch::nn::Conv2d(
-        torch::nn::Conv2dOptions(w[0], w[1], 3).stride(w[2]).padding(1).bias(false)));
-    model->push_back(torch::nn::BatchNorm2d(w[1]));
-    model->push_back(torch::nn::ReLU());
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::size_t physical_memory() {
+  return static_cast<std::size_t>(::sysconf(_SC_PHYS_PAGES)) *
+         static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// One line, rewritten in place on a terminal; every tenth of the run otherwise.
+class Progress {
+ public:
+  Progress(const std::string& label, int total, bool quiet)
+      : label_(label), total_(total), quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0) {}
+
+  void update(int done, double seconds, const std::string& detail) {
+    if (quiet_) return;
+    const bool milestone = done == total_ || done % std::max(1, total_ / 10) == 0;
+    if (!tty_ && !milestone) return;
+    const int width = 24;
+    const int filled = width * done / total_;
+    std::string bar(static_cast<std::size_t>(filled), '=');
+    if (filled < width) bar += '>';
+    bar.resize(width, ' ');
+    std::fprintf(stderr, "%s%-9s [%s] %4d/%d %6.1f it/s  %s%s", tty_ ? "\r\033[K" : "",
+                 label_.c_str(), bar.c_str(), done, total_, done / std::max(seconds, 1e-9),
+                 detail.c_str(), tty_ && done < total_ ? "" : "\n");
+    std::fflush(stderr);
   }
-  model->push_back(torch::nn::AdaptiveAvgPool2d(1));
-  model->push_back(torch::nn::Flatten());
-  model->push_back(torch::nn::Linear(128, 10));
-  return model;
+
+ private:
+  std::string label_;
+  int total_;
+  bool quiet_;
+  bool tty_;
+};
+
+struct RunResult {
+  double seconds = 0.0;
+  std::size_t peak_reserved = 0;
+  monet::RuntimeStats stats;
+};
+
+RunResult train(const monet::workloads::Workload& w, const Flags& flags, int steps,
+                const monet::Options& options, const std::string& label) {
+  monet::CachingAllocator& pool = monet::pools::cpu();
+  pool.release_cached();
+  pool.reset_peaks();
+  auto model = w.make_model(flags.seed);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  monet::Runtime rt(model, options);
+  Progress progress(label, steps, flags.json);
+  const double start = now();
+  for (int i = 0; i < steps; ++i) {
+    const monet::workloads::Batch b = w.batch(flags.seed, i);
+    optimizer.zero_grad();
+    const torch::Tensor loss =
+        rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
+    optimizer.step();
+    const monet::StepReport& r = rt.last_step();
+    const std::string how = options.budget_bytes == 0 ? "no budget"
+                            : r.profiled              ? "measured+planned"
+                            : r.plan_from_cache       ? "plan cached"
+                                                      : "planned";
+    progress.update(
+        i + 1, now() - start,
+        fmt::format("shape {:<9} {:<16} loss {:.3f}  peak {} / {}", w.shape_of(b), how,
+                    loss.item<double>(), monet::format_bytes(pool.stats().peak_reserved_bytes),
+                    options.budget_bytes ? monet::format_bytes(options.budget_bytes) : "-"));
+  }
+  RunResult result;
+  result.seconds = now() - start;
+  result.peak_reserved = pool.stats().peak_reserved_bytes;
+  result.stats = rt.stats();
+  return result;
+}
+
+// The unconstrained peak: one step at the largest input, no budget.
+std::size_t unconstrained_peak(const monet::workloads::Workload& w, std::uint64_t seed) {
+  monet::CachingAllocator& pool = monet::pools::cpu();
+  pool.release_cached();
+  pool.reset_peaks();
+  monet::Options none;
+  auto model = w.make_model(seed);
+  monet::Runtime rt(model, none);
+  const auto b = w.largest_batch();
+  rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
+  return pool.stats().peak_reserved_bytes;
+}
+
+int run(const Flags& flags) {
+  if (!flags.trace.empty()) setenv("MONET_TRACE", flags.trace.c_str(), 1);
+  // The budget is read here, not by the allocator at start: the baseline runs without one.
+  std::string budget_text = flags.budget;
+  if (budget_text.empty()) {
+    if (const char* env = std::getenv("MONET_BUDGET"); env != nullptr && *env != '\0') {
+      budget_text = env;
+    }
+  }
+  const std::string variable = flags.budget.empty() ? "MONET_BUDGET" : "--budget";
+  std::size_t budget =
+      budget_text.empty() ? 0 : monet::parse_budget(budget_text, physical_memory(), variable);
+  unsetenv("MONET_BUDGET");
+  monet::install();
+  if (!flags.strategy.empty()) setenv("MONET_PLANNER", flags.strategy.c_str(), 1);
+  monet::Options options = monet::Options::from_env();
+  if (!flags.baseline && budget == 0) {
+    throw monet::ConfigError("--no-baseline needs a budget (--budget or MONET_BUDGET)");
+  }
+
+  torch::set_num_threads(2);
+  const auto w = monet::workloads::make_workload(flags.model);
+  const int steps = flags.steps > 0 ? flags.steps : (flags.model == "resnet" ? 60 : 150);
+  const std::string largest = w->shape_of(w->largest_batch());
+
+  std::size_t peak = 0;
+  RunResult baseline;
+  if (flags.baseline) {
+    peak = unconstrained_peak(*w, flags.seed);
+    monet::Options none = options;
+    none.budget_bytes = 0;
+    baseline = train(*w, flags, steps, none, "baseline");
+  }
+  if (budget == 0) budget = peak / 2;
+  if (!flags.json) {
+    std::fprintf(stderr, "%s, %d steps, budget %s%s\n", w->name().c_str(), steps,
+                 monet::format_bytes(budget).c_str(),
+                 peak ? fmt::format(" ({:.0f}% of the unconstrained peak {} at {})",
+                                    100.0 * static_cast<double>(budget) / static_cast<double>(peak),
+                                    monet::format_bytes(peak), largest)
+                            .c_str()
+                      : "");
+  }
+  options.budget_bytes = static_cast<std::int64_t>(budget);
+  const RunResult monet_run = train(*w, flags, steps, options, "monet");
+  const double overhead =
+      flags.baseline ? monet_run.seconds / baseline.seconds - 1.0 : std::nan("");
+
+  const monet::RuntimeStats& s = monet_run.stats;
+  if (flags.json) {
+    nlohmann::json j = {
+        {"model", w->name()},
+        {"strategy", std::string(monet::strategy_name(options.strategy))},
+        {"budget_bytes", budget},
+        {"peak_bytes", monet_run.peak_reserved},
+        {"peak_in_use_bytes", s.max_measured_peak_bytes},
+        {"unconstrained_peak_bytes", peak},
+        {"iterations", steps},
+        {"retries", s.retries},
+        {"plans", s.plans_made},
+        {"cache_hits", s.cache_hits},
+        {"measured_shapes", s.profiled_steps},
+        {"plan_seconds", s.plan_seconds},
+        {"measure_seconds", s.profile_seconds},
+        {"seconds", monet_run.seconds},
+        {"baseline_seconds", flags.baseline ? nlohmann::json(baseline.seconds) : nullptr},
+        {"overhead", flags.baseline ? nlohmann::json(overhead) : nullptr}};
+    std::cout << j.dump(2) << std::endl;
+    return 0;
+  }
+  auto row = [](const char* name, const std::string& value) {
+    std::printf("  %-22s %s\n", name, value.c_str());
+  };
+  std::printf("\n%s under monet (%s)\n", w->name().c_str(),
+              std::string(monet::strategy_name(options.strategy)).c_str());
+  row("iterations", std::to_string(steps));
+  row("time", fmt::format("{:.2f} s", monet_run.seconds));
+  if (flags.baseline) {
+    row("time without budget", fmt::format("{:.2f} s", baseline.seconds));
+    row("overhead", fmt::format("{:+.1f}%", 100.0 * overhead));
+    row("unconstrained peak", monet::format_bytes(peak) + " at " + largest);
+  }
+  row("peak", monet::format_bytes(monet_run.peak_reserved));
+  row("budget", monet::format_bytes(budget));
+  row("measured shapes", std::to_string(s.profiled_steps));
+  row("plans made", std::to_string(s.plans_made));
+  row("cache hits", std::to_string(s.cache_hits));
+  row("retries", std::to_string(s.retries));
+  row("planning time", fmt::format("{:.2f} ms", 1e3 * s.plan_seconds));
+  row("measuring time", fmt::format("{:.2f} s", s.profile_seconds));
+  std::printf("\n%s", monet::format_stats(monet::memory_stats()).c_str());
+  return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const Flags flags = parse(argc, argv);
-  if (!flags.trace.empty()) setenv("MONET_TRACE", flags.trace.c_str(), 1);
-  if (!flags.budget.empty()) {
-    setenv("MONET_BUDGET", flags.budget.c_str(), 1);
-  } else if (std::getenv("MONET_BUDGET") == nullptr) {
-    setenv("MONET_BUDGET", "1GiB", 1);
-  }
   try {
-    if (!flags.without_monet) monet::install();
+    return run(flags);
+  } catch (const monet::InfeasibleBudgetError& e) {
+    std::cerr << "\nmonet-train: " << e.what() << "\n";
+    return 1;
   } catch (const monet::ConfigError& e) {
     std::cerr << "monet-train: " << e.what() << "\n";
     return 2;
   }
-
-  torch::manual_seed(static_cast<std::uint64_t>(flags.seed));
-  torch::set_num_threads(2);
-  auto model = make_model();
-  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
-  const auto start = std::chrono::steady_clock::now();
-  const int sizes[] = {32, 40, 48, 56, 64, 72, 80, 96};
-  for (int step = 1; step <= flags.steps; ++step) {
-    const int side = sizes[torch::randint(0, 8, {1}).item<int>()];
-    const int batch = 16;
-    const auto images = torch::randn({batch, 3, side, side});
-    const auto labels = torch::randint(0, 10, {batch});
-    try {
-      optimizer.zero_grad();
-      const auto loss = torch::nn::functional::cross_entropy(model->forward(images), labels);
-      loss.backward();
-      optimizer.step();
-      if (!flags.without_monet && (step % 10 == 0 || step == flags.steps)) {
-        const monet::MemoryStats s = monet::memory_stats();
-        std::cout << "step " << step << "/" << flags.steps << "  image " << side << "x" << side
-                  << "  loss " << loss.item<float>() << "  peak "
-                  << monet::format_bytes(s.peak_reserved_bytes) << " of "
-                  << monet::format_bytes(s.budget_bytes) << std::endl;
-      }
-    } catch (const c10::OutOfMemoryError& e) {
-      std::cerr << "monet-train: step " << step << " (images " << side << "x" << side
-                << ") does not fit the budget: " << e.what_without_backtrace() << "\n";
-      return 1;
-    }
-  }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << "\n"
-            << flags.steps << " steps in " << seconds << " s\n\n"
-            << monet::format_stats(monet::memory_stats());
-  return 0;
 }

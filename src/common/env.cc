@@ -19,8 +19,15 @@ const std::vector<Knob>& knobs() {
        "How monet holds CUDA memory: whole (cudaMalloc segments) or expandable (address ranges "
        "whose memory is mapped 2 MiB at a time, so changing shapes fragment less)."},
       {"MONET_LOG", "warn", "How much monet says on stderr: error, warn, info or debug."},
+      {"MONET_MARGIN", "10%",
+       "Share of the budget that plans leave free for what the memory model does not count "
+       "(allocator rounding, optimizer temporaries); a batch that runs out of memory raises it "
+       "for its shape. 0 to 90%, as 15% or 0.15."},
       {"MONET_PLANNER", "monet",
        "How plans are chosen: none, all, sqrt, greedy, dp or monet (docs/planner.md)."},
+      {"MONET_PREDICTOR_STATE", "unset",
+       "JSON file the runtime's predictor warm-starts from when it exists and saves to after "
+       "every measured shape, so that a restarted job skips measuring again."},
       {"MONET_STATS", "auto",
        "Print the allocator's statistics at exit: 1, 0, or auto (under the preload or the "
        "pluggable hook when monet served any allocation; always when MONET_LOG is info or "

@@ -1,0 +1,144 @@
+// monet::Runtime: trains a torch::nn::Sequential inside a memory budget, for every input shape it
+// meets, with the least recomputation. Each child of the Sequential is a stage (nested
+// Sequentials are opened); per input shape the runtime predicts each stage's bytes and time,
+// plans which stages to checkpoint and which operator variant each runs, runs the plan, and
+// retries a batch that did not fit. DESIGN.md, "One iteration, as data flows", is the loop.
+//
+//   monet::Runtime rt(model, monet::Options::from_env());   // MONET_BUDGET=2GiB ...
+//   for (auto& [x, y] : batches) {
+//     optimizer.zero_grad();
+//     torch::Tensor loss = rt.step(x, [&](const torch::Tensor& out) {
+//       return torch::nn::functional::cross_entropy(out, y);
+//     });                                                   // forward, loss and backward
+//     optimizer.step();
+//   }
+//
+// The runtime routes LibTorch's tensors through monet's allocator (monet::install()), and its
+// budget is the allocator's: no tensor of the training device is ever held beyond it.
+//
+// What it keeps exact: gradients equal those of the same model without monet (checkpointed
+// stages recompute with the RNG state their forward saw, so dropout draws the same masks, and
+// with their BatchNorm running statistics updated once), and a batch that runs out of memory is
+// rolled back (gradients, RNG state and module buffers as before it) and run again.
+//
+// Not thread-safe: one runtime per training thread.
+#pragma once
+
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "monet/planner.h"
+
+namespace monet {
+
+// How a Runtime plans. Options::from_env() fills it from the MONET_* variables (README).
+struct Options {
+  // Bytes the training device may hold (cached or in use); 0 means no budget: every stage is kept
+  // and nothing is measured. When positive it becomes the allocator's budget.
+  // Default: MONET_BUDGET, else 0.
+  std::int64_t budget_bytes = 0;
+  // How plans are chosen (MONET_PLANNER; default monet).
+  Strategy strategy = Strategy::kMonet;
+  // Fraction of the budget plans leave free for what the memory model does not count: the
+  // allocator's rounding and fragmentation, the optimizer's temporaries. A batch that runs out of
+  // memory raises it by retry_margin_step for its shape (MONET_MARGIN; default 0.10).
+  double margin = 0.10;
+  double retry_margin_step = 0.10;
+  // Times one batch is retried after running out of memory before the step gives up with an
+  // InfeasibleBudgetError (default 3).
+  int max_retries = 3;
+  // A JSON file the predictor warm-starts from when it exists and saves to after every profiled
+  // shape, so that a restarted job need not profile again (MONET_PREDICTOR_STATE; default none).
+  std::string predictor_state;
+  // Which dims of the input vary between batches (the shape the predictor learns on and the plan
+  // cache keys by). Empty: dims 0 and 1 of a 2-D or 3-D input (batch, sequence); dims 0, 2 and 3
+  // of a 4-D one (batch, height, width); every dim otherwise.
+  std::vector<int> varying_dims;
+  // Plans cached, one per bucket of varying dims (least recently used dropped first).
+  std::size_t plan_cache_capacity = 256;
+  // Replace torch::nn ReLU, Dropout, BatchNorm2d, MaxPool2d, GELU and Softmax stages by monet::nn
+  // modules whose memory-lean variants the planner may choose (parameters are shared).
+  bool substitute_variants = true;
+  // Allow variants that draw random numbers differently from torch (dropout that regenerates its
+  // mask from a seed of its own): they keep the least, but training is then no longer identical,
+  // draw for draw, to the same run without monet. Default false.
+  bool allow_rng_variants = false;
+
+  // The fields above from MONET_BUDGET, MONET_PLANNER, MONET_MARGIN and MONET_PREDICTOR_STATE.
+  // Throws ConfigError naming the variable for a malformed value.
+  static Options from_env();
+};
+
+// What one step did.
+struct StepReport {
+  std::string shape;      // the input's varying dims, "16x128"
+  bool profiled = false;  // a measurement pass ran first (a shape the predictor was unsure of)
+  bool plan_from_cache = false;
+  int retries = 0;                       // times the batch ran out of memory and ran again
+  std::int64_t planned_peak_bytes = 0;   // simulate()'s peak of the plan that ran
+  std::int64_t measured_peak_bytes = 0;  // the allocator's peak of requested bytes in the step
+  std::int64_t budget_bytes = 0;         // what the plan was made for (budget less margin)
+  double plan_us = 0.0;                  // microseconds spent planning (0 on a cache hit)
+  double seconds = 0.0;                  // the whole step, measurement pass included
+  int checkpointed_stages = 0;
+  int variant_stages = 0;  // stages running a non-default variant
+  std::string plan;  // one letter per stage: K kept, C checkpointed; lower case: a lean variant
+};
+
+// Totals since the runtime was made.
+struct RuntimeStats {
+  std::int64_t steps = 0;
+  std::int64_t profiled_steps = 0;  // steps that began with a measurement pass
+  std::int64_t plans_made = 0;      // planner calls
+  std::int64_t cache_hits = 0;
+  std::int64_t retries = 0;        // out-of-memory retries, over all steps
+  std::int64_t dropped_plans = 0;  // cached plans dropped because the measured peak differed
+  std::int64_t max_measured_peak_bytes = 0;
+  double plan_seconds = 0.0;
+  double profile_seconds = 0.0;  // time in measurement passes
+};
+
+class RuntimeImpl;
+
+class Runtime {
+ public:
+  using LossFn = std::function<torch::Tensor(const torch::Tensor& output)>;
+
+  // Wraps `model` (its modules and parameters are used as they are, not copied). Installs monet's
+  // allocator. Throws ConfigError for bad options or an empty model.
+  explicit Runtime(torch::nn::Sequential model, Options options = Options::from_env());
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // One training step on `input`: forward as planned, loss_fn on the output, backward (gradients
+  // accumulate into the parameters as loss.backward() would). Returns the loss, detached.
+  // Runs out of memory at most max_retries times per batch, each time rolled back and replanned
+  // with a larger margin; then, or when no plan fits at all, throws InfeasibleBudgetError naming
+  // the least budget that would fit this shape, with gradients, RNG and buffers as before the
+  // call. In eval mode or under torch::NoGradGuard it is a plain forward and loss: no backward.
+  torch::Tensor step(const torch::Tensor& input, const LossFn& loss_fn);
+
+  // The forward alone, for evaluation: in eval mode or without grad it is the model's plain
+  // forward. In training with grad enabled it runs the plan of the input's shape and the caller
+  // runs backward (no retry: use step() for that).
+  torch::Tensor forward(const torch::Tensor& input);
+
+  const StepReport& last_step() const;
+  RuntimeStats stats() const;
+  const Options& options() const;
+  // The stages as the runtime cut the model, "0:Linear", "1:ReLU", ...
+  std::vector<std::string> stage_names() const;
+
+ private:
+  std::unique_ptr<RuntimeImpl> impl_;
+};
+
+}  // namespace monet

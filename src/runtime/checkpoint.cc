@@ -1,0 +1,76 @@
+#include "runtime/checkpoint.h"
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <utility>
+
+#include "runtime/rng_state.h"
+
+namespace monet {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::Variable;
+using torch::autograd::variable_list;
+
+// What backward needs besides the input: the stages, their modes, and the RNG state of forward.
+struct Segment : torch::CustomClassHolder {
+  std::vector<RuntimeStage> stages;
+  std::vector<OpMode> modes;
+  RngState rng;
+
+  at::Tensor run(at::Tensor x) const {
+    for (std::size_t k = 0; k < stages.size(); ++k) {
+      OpModeScope mode(modes[k]);
+      x = stages[k].fn(x);
+    }
+    return x;
+  }
+};
+
+struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
+  // Runs with grad disabled (as every custom Function's forward does): nothing is kept but `x`.
+  static Variable forward(AutogradContext* ctx, Variable x, Variable anchor,
+                          c10::intrusive_ptr<Segment> segment) {
+    segment->rng = RngState::capture();
+    at::Tensor y = segment->run(x);
+    ctx->save_for_backward({x});
+    ctx->saved_data["segment"] = at::IValue::make_capsule(std::move(segment));
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto segment =
+        c10::static_intrusive_pointer_cast<Segment>(ctx->saved_data["segment"].toCapsule());
+    const Variable x = ctx->get_saved_variables()[0];
+    const BufferSnapshot buffers(segment->stages, 0, static_cast<int>(segment->stages.size()) - 1);
+    Variable leaf = x.detach();
+    if (x.requires_grad()) leaf.requires_grad_(true);
+    at::Tensor y;
+    {
+      const ForkedRng rng(segment->rng);
+      const at::AutoGradMode grad(true);
+      y = segment->run(leaf);
+    }
+    if (y.requires_grad()) torch::autograd::backward({y}, {grad_outputs[0]});
+    y = at::Tensor();
+    // After backward: BatchNorm's backward checks that the statistics it saved are unchanged.
+    buffers.restore();
+    return {x.requires_grad() ? leaf.grad() : Variable(), Variable(), Variable()};
+  }
+};
+
+}  // namespace
+
+at::Tensor run_checkpointed(const std::vector<RuntimeStage>& stages, int first, int last,
+                            const std::vector<OpMode>& modes, const at::Tensor& input,
+                            const at::Tensor& anchor) {
+  auto segment = c10::make_intrusive<Segment>();
+  segment->stages.assign(stages.begin() + first, stages.begin() + last + 1);
+  segment->modes = modes;
+  return CheckpointFunction::apply(input, anchor, std::move(segment));
+}
+
+}  // namespace monet

@@ -1,0 +1,51 @@
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
+
+#include "allocator/device_pools.h"
+#include "common/env.h"
+#include "monet/allocator.h"
+#include "monet/errors.h"
+#include "monet/runtime.h"
+
+namespace monet {
+namespace {
+
+double parse_fraction(const std::string& text, const char* variable) {
+  std::size_t used = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  bool percent = used < text.size() && text[used] == '%';
+  if (percent) ++used;
+  if (used == 0 || used != text.size() || !std::isfinite(value)) {
+    throw ConfigError(fmt::format(
+        "{}='{}' is not a fraction; write it as 0.15 or 15% (from 0 to 90%)", variable, text));
+  }
+  return percent ? value / 100.0 : value;
+}
+
+}  // namespace
+
+Options Options::from_env() {
+  Options o;
+  install();  // parses MONET_BUDGET as the allocator does, and fails on a malformed value
+  CachingAllocator& pool = pools::cuda_devices() > 0 ? pools::cuda(0) : pools::cpu();
+  o.budget_bytes = static_cast<std::int64_t>(pool.budget_bytes());
+  o.strategy = strategy_from_env();
+  if (auto margin = env_value("MONET_MARGIN")) {
+    o.margin = parse_fraction(*margin, "MONET_MARGIN");
+    if (!(o.margin >= 0.0 && o.margin <= 0.9)) {
+      throw ConfigError(fmt::format(
+          "MONET_MARGIN='{}' is out of range; use 0 to 90% (10% is the default)", *margin));
+    }
+  }
+  if (auto path = env_value("MONET_PREDICTOR_STATE")) o.predictor_state = *path;
+  return o;
+}
+
+}  // namespace monet

@@ -1,0 +1,153 @@
+#include "runtime/profiler.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include "common/log.h"
+#include "runtime/rng_state.h"
+
+namespace monet {
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::int64_t requested(CachingAllocator& pool) {
+  return static_cast<std::int64_t>(pool.stats().requested_bytes);
+}
+
+std::int64_t clamp0(std::int64_t v) { return std::max<std::int64_t>(0, v); }
+
+// One stage in one mode: forward and backward on a fresh leaf. `grad_out` is the gradient of the
+// stage's output (undefined for the loss). Returns the costs; `*grad_in`, when given, receives
+// the gradient of the input.
+VariantCosts measure_stage(const RuntimeStage& stage, OpMode mode, const at::Tensor& input,
+                           bool input_counts, const at::Tensor& grad_out, CachingAllocator& pool,
+                           at::Tensor* grad_in) {
+  VariantCosts c;
+  c.name = std::string(op_mode_name(mode));
+  at::Tensor leaf = input.detach();
+  const bool needs_grad = input_counts && leaf.is_floating_point();
+  if (needs_grad) leaf.requires_grad_(true);
+
+  const std::int64_t before = requested(pool);
+  const Mark fwd_mark = pool.mark();
+  double t0 = now();
+  at::Tensor y;
+  {
+    const at::AutoGradMode grad(true);
+    const OpModeScope scope(mode);
+    y = stage.fn(leaf);
+  }
+  c.fwd_time = now() - t0;
+  const std::int64_t after = requested(pool);
+  c.out_bytes = static_cast<std::int64_t>(y.nbytes());
+  c.saved_bytes = clamp0(after - before - c.out_bytes);
+  c.fwd_peak = clamp0(static_cast<std::int64_t>(pool.peak_requested_since(fwd_mark)) - after);
+
+  std::vector<at::Tensor> inputs;
+  if (needs_grad) inputs.push_back(leaf);
+  for (const at::Tensor& p : stage.parameters) inputs.push_back(p);
+  const Mark bwd_mark = pool.mark();
+  t0 = now();
+  if (y.requires_grad() && !inputs.empty()) {
+    std::vector<at::Tensor> grad_outputs;
+    if (grad_out.defined()) grad_outputs.push_back(grad_out);
+    auto grads = torch::autograd::grad({y}, inputs, grad_outputs, /*retain_graph=*/false,
+                                       /*create_graph=*/false, /*allow_unused=*/true);
+    c.bwd_time = now() - t0;
+    const std::int64_t peak = static_cast<std::int64_t>(pool.peak_requested_since(bwd_mark));
+    const std::int64_t in_bytes = input_counts ? static_cast<std::int64_t>(input.nbytes()) : 0;
+    c.bwd_peak = clamp0(peak - after - in_bytes + c.out_bytes);
+    if (grad_in != nullptr && needs_grad) *grad_in = grads[0];
+  } else {
+    c.bwd_time = now() - t0;
+    if (grad_in != nullptr) *grad_in = at::Tensor();
+  }
+  return c;
+}
+
+}  // namespace
+
+MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor& input,
+                            CachingAllocator& pool, bool find_variants,
+                            const std::vector<OpMode>& candidate_modes) {
+  const double start = now();
+  const int n = static_cast<int>(stages.size());
+  std::vector<RngState> rng(n);
+  std::vector<BufferSnapshot> buffers(n);
+  // Put the RNG and every buffer back however the pass ends (it may run out of memory).
+  struct Restore {
+    RngState rng = RngState::capture();
+    const std::vector<BufferSnapshot>* buffers;
+    ~Restore() {
+      rng.restore();
+      for (const BufferSnapshot& b : *buffers) b.restore();
+    }
+  } restore{RngState::capture(), &buffers};
+  std::vector<at::Tensor> xs(n + 1);
+  std::vector<std::uint64_t> variant_calls(n, 0);
+  xs[0] = input;
+  {
+    const c10::NoGradGuard no_grad;
+    for (int k = 0; k < n; ++k) {
+      rng[k] = RngState::capture();
+      buffers[k] = BufferSnapshot(stages, k, k);
+      const std::uint64_t calls = variant_op_calls();
+      xs[k + 1] = stages[k].fn(xs[k]);
+      variant_calls[k] = variant_op_calls() - calls;
+    }
+  }
+  xs[n] = at::Tensor();
+
+  MeasuredChain out;
+  out.chain.stages.resize(n);
+  at::Tensor grad;  // of the output of stage k
+  for (int k = n - 1; k >= 0; --k) {
+    RuntimeStage& stage = stages[k];
+    Stage& measured = out.chain.stages[k];
+    measured.name = stage.name;
+    std::vector<OpMode> modes = stage.modes;
+    if (find_variants) {
+      modes = {OpMode::kDefault};
+      if (variant_calls[k] > 0) modes = candidate_modes;
+    }
+    std::vector<VariantCosts> costs(modes.size());
+    at::Tensor grad_in;
+    // The default mode last: its input gradient carries on to the stage before.
+    for (int v = static_cast<int>(modes.size()) - 1; v >= 0; --v) {
+      buffers[k].restore();
+      rng[k].restore();
+      costs[v] =
+          measure_stage(stage, modes[v], xs[k], k > 0, grad, pool, v == 0 ? &grad_in : nullptr);
+    }
+    if (find_variants) {
+      // Keep a lean mode only when it keeps less than every mode kept before it.
+      std::vector<OpMode> kept = {OpMode::kDefault};
+      std::vector<VariantCosts> kept_costs = {costs[0]};
+      for (std::size_t v = 1; v < modes.size(); ++v) {
+        log(LogLevel::kDebug, "stage {} in mode {}: saves {} bytes ({} in mode default)",
+            stage.name, op_mode_name(modes[v]), costs[v].saved_bytes, costs[0].saved_bytes);
+        if (costs[v].saved_bytes < kept_costs.back().saved_bytes) {
+          kept.push_back(modes[v]);
+          kept_costs.push_back(costs[v]);
+        }
+      }
+      stage.modes = kept;
+      costs = kept_costs;
+    }
+    measured.variants = costs;
+    grad = grad_in;
+    xs[k + 1] = at::Tensor();
+  }
+  out.seconds = now() - start;
+  return out;
+}
+
+}  // namespace monet

@@ -1,0 +1,498 @@
+#include "monet/runtime.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "allocator/device_pools.h"
+#include "common/log.h"
+#include "monet/allocator.h"
+#include "monet/bytes.h"
+#include "planner/chain_json.h"
+#include "planner/plan_cache.h"
+#include "planner/shape_key.h"
+#include "predictor/predictor.h"
+#include "runtime/executor.h"
+#include "runtime/profiler.h"
+#include "runtime/rollback.h"
+#include "runtime/stage.h"
+
+namespace monet {
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string join_dims(const Shape& shape) {
+  std::string out;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += 'x';
+    out += std::to_string(shape[i]);
+  }
+  return out;
+}
+
+// An out-of-memory error from monet's allocator, whichever way LibTorch passed it on.
+bool is_out_of_memory(const c10::Error& e) {
+  return std::string(e.what()).find("out of memory") != std::string::npos;
+}
+
+}  // namespace
+
+class RuntimeImpl {
+ public:
+  RuntimeImpl(torch::nn::Sequential model, Options options)
+      : model_(std::move(model)),
+        options_(std::move(options)),
+        planner_(options_.strategy),
+        cache_(cache_options(options_.plan_cache_capacity)),
+        exact_cache_(cache_options(options_.plan_cache_capacity)) {
+    check_options();
+    install();
+    stages_ = cut_stages(model_, options_.substitute_variants);
+    RuntimeStage loss;
+    loss.name = fmt::format("{}:loss", stages_.size());
+    stages_.push_back(std::move(loss));
+    anchor_ = at::zeros({1}).requires_grad_(true);
+    // The runtime's budget is the allocator's: 0 lifts the cap.
+    training_pool().set_budget_bytes(static_cast<std::size_t>(options_.budget_bytes));
+  }
+
+  at::Tensor step(const at::Tensor& input, const Runtime::LossFn& loss_fn) {
+    if (!loss_fn) throw ConfigError("monet::Runtime::step needs a loss function; it was empty");
+    const double start = now();
+    last_ = StepReport{};
+    stages_.back().fn = loss_fn;
+    follow_training_mode();
+    if (!model_->is_training() || !c10::GradMode::is_enabled()) {
+      const at::Tensor out = plain_forward(input);
+      return loss_fn(out).detach();
+    }
+    const Shape shape = varying_shape(input);
+    last_.shape = join_dims(shape);
+    CachingAllocator& pool = pool_for(input);
+    pool.clear_marks();
+    const StepRollback rollback(stages_);
+    for (int attempt = 0;; ++attempt) {
+      bool measuring = false;
+      try {
+        const PlanResult plan = plan_for(input, shape, pool, &measuring);
+        const Mark mark = pool.mark();
+        at::Tensor loss = run_plan(stages_, plan.plan, input, anchor_);
+        loss.backward();
+        last_.measured_peak_bytes = static_cast<std::int64_t>(pool.peak_requested_since(mark));
+        feedback(shape, plan);
+        ++stats_.steps;
+        stats_.max_measured_peak_bytes =
+            std::max(stats_.max_measured_peak_bytes, last_.measured_peak_bytes);
+        last_.seconds = now() - start;
+        return loss.detach();
+      } catch (const c10::Error& e) {
+        if (!is_out_of_memory(e)) throw;
+        rollback.restore();
+        if (measuring) throw device_too_small(shape);
+        ++last_.retries;
+        ++stats_.retries;
+        const ShapeKey key(shape);
+        margin_extra_[key] += options_.retry_margin_step;
+        cache_.erase(key);
+        exact_cache_.erase(ShapeKey(shape, 62));
+        if (attempt >= options_.max_retries) throw out_of_retries(shape);
+        log(LogLevel::kWarn,
+            "batch {} ran out of memory (attempt {} of {}); running it again with {:.0f}% of the "
+            "budget left free",
+            last_.shape, attempt + 1, options_.max_retries + 1, 100.0 * margin_for(key));
+      }
+    }
+  }
+
+  at::Tensor forward(const at::Tensor& input) {
+    follow_training_mode();
+    if (!model_->is_training() || !c10::GradMode::is_enabled()) return plain_forward(input);
+    const Shape shape = varying_shape(input);
+    const PlanResult* plan = cache_.find(ShapeKey(shape));
+    if (plan == nullptr) plan = exact_cache_.find(ShapeKey(shape, 62));
+    if (plan == nullptr) {
+      log(LogLevel::kInfo, "no plan yet for shape {}: forward keeps every stage (step() plans)",
+          join_dims(shape));
+      return plain_forward(input);
+    }
+    Plan p = plan->plan;
+    p.stages.pop_back();  // the loss stage: the caller computes its loss
+    std::vector<RuntimeStage> model_stages(stages_.begin(), stages_.end() - 1);
+    return run_plan(model_stages, p, input, anchor_);
+  }
+
+  const StepReport& last_step() const { return last_; }
+  RuntimeStats stats() const { return stats_; }
+  const Options& options() const { return options_; }
+  std::vector<std::string> stage_names() const {
+    std::vector<std::string> names;
+    for (const RuntimeStage& s : stages_) names.push_back(s.name);
+    return names;
+  }
+
+ private:
+  static PlanCache::Options cache_options(std::size_t capacity) {
+    PlanCache::Options o;
+    o.capacity = capacity;
+    return o;
+  }
+
+  void check_options() const {
+    if (options_.budget_bytes < 0) {
+      throw ConfigError(
+          fmt::format("monet::Options::budget_bytes is {}; give the budget in bytes, or 0 for none",
+                      options_.budget_bytes));
+    }
+    if (!(options_.margin >= 0.0 && options_.margin < 0.9)) {
+      throw ConfigError(fmt::format(
+          "monet::Options::margin (MONET_MARGIN) is {}; use a fraction from 0 to 0.9 (0.10 is "
+          "the default)",
+          options_.margin));
+    }
+    if (!(options_.retry_margin_step > 0.0 && options_.retry_margin_step < 0.5)) {
+      throw ConfigError(fmt::format(
+          "monet::Options::retry_margin_step is {}; use a fraction above 0 and below 0.5",
+          options_.retry_margin_step));
+    }
+    if (options_.max_retries < 0) {
+      throw ConfigError(
+          fmt::format("monet::Options::max_retries is {}; use 0 or more", options_.max_retries));
+    }
+  }
+
+  void follow_training_mode() {
+    const bool training = model_->is_training();
+    for (RuntimeStage& s : stages_) {
+      if (s.substitute && s.substitute->is_training() != training) s.substitute->train(training);
+    }
+  }
+
+  CachingAllocator& training_pool() {
+    return pools::cuda_devices() > 0 ? pools::cuda(0) : pools::cpu();
+  }
+
+  CachingAllocator& pool_for(const at::Tensor& input) {
+    if (input.is_cuda()) return pools::cuda(input.get_device());
+    return pools::cpu();
+  }
+
+  Shape varying_shape(const at::Tensor& input) const {
+    std::vector<int> dims = options_.varying_dims;
+    const int rank = static_cast<int>(input.dim());
+    if (dims.empty()) {
+      if (rank == 2 || rank == 3) {
+        dims = {0, 1};
+      } else if (rank == 4) {
+        dims = {0, 2, 3};
+      } else {
+        for (int d = 0; d < rank; ++d) dims.push_back(d);
+      }
+    }
+    Shape shape;
+    for (int d : dims) {
+      if (d < 0 || d >= rank) {
+        throw ConfigError(fmt::format(
+            "monet::Options::varying_dims names dim {}, but the input has {} dims ({}); name "
+            "dims from 0 to {}",
+            d, rank, join_dims(input.sizes().vec()), rank - 1));
+      }
+      shape.push_back(input.size(d));
+    }
+    return shape;
+  }
+
+  double margin_for(const ShapeKey& key) const {
+    auto it = margin_extra_.find(key);
+    return std::min(0.9, options_.margin + (it == margin_extra_.end() ? 0.0 : it->second));
+  }
+
+  std::int64_t plan_budget(const ShapeKey& key) const {
+    return static_cast<std::int64_t>(static_cast<double>(options_.budget_bytes) *
+                                     (1.0 - margin_for(key)));
+  }
+
+  // Parameters, their gradients, the optimizer's state and the batch: everything in use now,
+  // plus the gradients backward will create.
+  std::int64_t fixed_bytes(CachingAllocator& pool) const {
+    std::int64_t bytes = static_cast<std::int64_t>(pool.stats().requested_bytes);
+    std::unordered_set<const void*> seen;
+    for (const RuntimeStage& s : stages_) {
+      for (const at::Tensor& p : s.parameters) {
+        if (!p.grad().defined() && seen.insert(p.unsafeGetTensorImpl()).second) {
+          bytes += static_cast<std::int64_t>(p.nbytes());
+        }
+      }
+    }
+    return bytes;
+  }
+
+  at::Tensor plain_forward(const at::Tensor& input) {
+    at::Tensor x = input;
+    for (std::size_t k = 0; k + 1 < stages_.size(); ++k) x = stages_[k].fn(x);
+    return x;
+  }
+
+  // Every stage kept in its default variant.
+  Plan keep_all() const {
+    Plan p;
+    p.stages.resize(stages_.size());
+    return p;
+  }
+
+  PlanResult plan_for(const at::Tensor& input, const Shape& shape, CachingAllocator& pool,
+                      bool* measuring) {
+    PlanResult result;
+    if (options_.budget_bytes == 0) {
+      result.strategy = Strategy::kNone;
+      result.plan = keep_all();
+      last_.plan = describe_plan(result.plan);
+      return result;
+    }
+    const ShapeKey key(shape);
+    const ShapeKey exact(shape, 62);
+    const bool remeasure = remeasure_.count(exact) > 0;
+    const std::int64_t budget = plan_budget(key);
+    last_.budget_bytes = budget;
+    if (!remeasure) {
+      const PlanResult* hit = cache_.find(key);
+      if (hit == nullptr) hit = exact_cache_.find(exact);
+      if (hit != nullptr) {
+        ++stats_.cache_hits;
+        last_.plan_from_cache = true;
+        report_plan(*hit);
+        return *hit;
+      }
+    }
+    Chain chain;
+    PlanCache* cache = nullptr;
+    const ShapeKey* cache_key = nullptr;
+    if (!remeasure && predictor_ && predictor_->confidence(key.dims()).confident) {
+      chain = predictor_->predict(key.dims());
+      cache = &cache_;
+      cache_key = &key;
+    } else if (!remeasure && predictor_ && predictor_->is_profiled(shape)) {
+      chain = predictor_->predict(shape);
+      cache = &exact_cache_;
+      cache_key = &exact;
+    } else {
+      chain = measure_within_budget(input, shape, pool, measuring);
+      cache = &exact_cache_;
+      cache_key = &exact;
+    }
+    chain.fixed_bytes = fixed_bytes(pool);
+    if (log_level() >= LogLevel::kDebug) {
+      log(LogLevel::kDebug, "chain of shape {}: {}", join_dims(shape), chain_to_json(chain));
+    }
+    PlanResult plan = planner_.try_plan(chain, budget);
+    ++stats_.plans_made;
+    stats_.plan_seconds += plan.plan_us * 1e-6;
+    last_.plan_us = plan.plan_us;
+    if (!plan.feasible) {
+      PlanResult least = least_plannable(chain, plan);
+      if (least.feasible && least.peak_bytes <= budget) {
+        // The planner missed at this budget a plan it finds at a smaller one.
+        least.budget_bytes = budget;
+        plan = std::move(least);
+      } else {
+        plan.min_feasible_bytes = least.min_feasible_bytes;
+        throw infeasible(shape, key, plan);
+      }
+    }
+    report_plan(plan);
+    return cache->insert(*cache_key, std::move(plan));
+  }
+
+  // The plan at the least budget at which the planner finds one that fits: its
+  // min_feasible_bytes, made sure of by planning at it (at that edge a plan may miss by a few
+  // bytes). Its min_feasible_bytes is that budget; feasible is false if none was found.
+  PlanResult least_plannable(const Chain& chain, const PlanResult& failed) const {
+    std::int64_t least = failed.min_feasible_bytes;
+    PlanResult p;
+    for (int i = 0; i < 8; ++i) {
+      p = planner_.try_plan(chain, least);
+      if (p.feasible) break;
+      least = std::max({least + 1, p.peak_bytes, p.min_feasible_bytes});
+    }
+    p.min_feasible_bytes = least;
+    return p;
+  }
+
+  void report_plan(const PlanResult& plan) {
+    last_.planned_peak_bytes = plan.peak_bytes;
+    last_.plan = describe_plan(plan.plan);
+    last_.checkpointed_stages = 0;
+    last_.variant_stages = 0;
+    for (const StagePlan& s : plan.plan.stages) {
+      last_.checkpointed_stages += s.checkpoint ? 1 : 0;
+      last_.variant_stages += s.variant != 0 ? 1 : 0;
+    }
+  }
+
+  // The measurement pass needs the stages' inputs and one stage at a time: it fits wherever a plan
+  // does, but for chains of large boundaries and small stages. When it does not fit, it runs
+  // once without the cap (`measuring` tells step() not to retry): the chain it gives either has
+  // a plan within the budget, and the step goes on, or names the least budget in the error.
+  Chain measure_within_budget(const at::Tensor& input, const Shape& shape, CachingAllocator& pool,
+                              bool* measuring) {
+    try {
+      return measure(input, shape, pool);
+    } catch (const c10::Error& e) {
+      if (!is_out_of_memory(e)) throw;
+    }
+    log(LogLevel::kWarn,
+        "measuring shape {} one stage at a time does not fit the budget of {}; "
+        "measuring it once without the cap",
+        join_dims(shape), format_bytes(options_.budget_bytes));
+    *measuring = true;
+    pool.set_budget_bytes(0);
+    struct Recap {
+      CachingAllocator& pool;
+      std::size_t budget;
+      ~Recap() {
+        pool.release_cached();
+        pool.set_budget_bytes(budget);
+      }
+    } recap{pool, static_cast<std::size_t>(options_.budget_bytes)};
+    Chain chain = measure(input, shape, pool);
+    *measuring = false;
+    return chain;
+  }
+
+  Chain measure(const at::Tensor& input, const Shape& shape, CachingAllocator& pool) {
+    const bool first = !predictor_;
+    std::vector<OpMode> candidates = {OpMode::kDefault, OpMode::kCompact};
+    if (options_.allow_rng_variants) candidates.push_back(OpMode::kRegenerate);
+    MeasuredChain m = measure_chain(stages_, input, pool, first, candidates);
+    ++stats_.profiled_steps;
+    stats_.profile_seconds += m.seconds;
+    last_.profiled = true;
+    if (first) make_predictor(m.chain);
+    predictor_->observe(shape, m.chain);
+    remeasure_.erase(ShapeKey(shape, 62));
+    if (!options_.predictor_state.empty()) predictor_->save(options_.predictor_state);
+    log(LogLevel::kInfo, "measured shape {} in {:.3f} s ({} shapes profiled)", join_dims(shape),
+        m.seconds, predictor_->profiled_shapes());
+    return m.chain;
+  }
+
+  void make_predictor(const Chain& measured) {
+    std::vector<StageLayout> layout;
+    for (const Stage& s : measured.stages) {
+      StageLayout l;
+      l.name = s.name;
+      l.variants.clear();
+      for (const VariantCosts& v : s.variants) l.variants.push_back(v.name);
+      layout.push_back(std::move(l));
+    }
+    PredictorOptions o;
+    // Bytes decide whether a plan fits, so only byte laws must be validated before a shape is
+    // planned from predictions; times only rank plans, and a noisy clock must not force a
+    // measurement pass at every new shape.
+    o.time_tolerance = 1e6;
+    const std::string& path = options_.predictor_state;
+    if (!path.empty() && std::filesystem::exists(path)) {
+      Predictor loaded = Predictor::load(path);
+      loaded.check_layout(layout);
+      predictor_ = std::make_unique<Predictor>(std::move(loaded));
+      log(LogLevel::kInfo, "predictor warm-started from {} ({} shapes)", path,
+          predictor_->profiled_shapes());
+    } else {
+      predictor_ = std::make_unique<Predictor>(std::move(layout), o);
+    }
+  }
+
+  void feedback(const Shape& shape, const PlanResult& plan) {
+    if (options_.budget_bytes == 0 || plan.peak_bytes == 0) return;
+    const double tolerance = cache_.options().peak_tolerance;
+    if (static_cast<double>(last_.measured_peak_bytes) >
+        static_cast<double>(plan.peak_bytes) * (1.0 + tolerance)) {
+      const ShapeKey key(shape);
+      const bool dropped = cache_.erase(key) | exact_cache_.erase(ShapeKey(shape, 62));
+      if (dropped) ++stats_.dropped_plans;
+      remeasure_.insert(ShapeKey(shape, 62));
+      log(LogLevel::kInfo,
+          "shape {}: measured peak {} above the planned {}; its plan is dropped and the shape "
+          "measured again",
+          last_.shape, format_bytes(last_.measured_peak_bytes), format_bytes(plan.peak_bytes));
+    }
+  }
+
+  InfeasibleBudgetError infeasible(const Shape& shape, const ShapeKey& key,
+                                   const PlanResult& plan) const {
+    const double margin = margin_for(key);
+    // The least budget whose share for plans, rounded down as plan_budget() rounds it, holds the
+    // plan.
+    auto least = static_cast<std::int64_t>(
+        std::ceil(static_cast<double>(plan.min_feasible_bytes) / (1.0 - margin)));
+    while (static_cast<std::int64_t>(static_cast<double>(least) * (1.0 - margin)) <
+           plan.min_feasible_bytes) {
+      ++least;
+    }
+    return InfeasibleBudgetError(
+        fmt::format("monet: no plan fits input shape {} in the budget of {}: the least budget "
+                    "that fits it is {} ({} bytes, {:.0f}% of it kept free for what plans do not "
+                    "count). Set MONET_BUDGET (or Options::budget_bytes) to at least that, or use "
+                    "smaller batches.",
+                    join_dims(shape), format_bytes(options_.budget_bytes),
+                    format_bytes(static_cast<std::size_t>(least)), least, 100.0 * margin),
+        options_.budget_bytes, least);
+  }
+
+  InfeasibleBudgetError out_of_retries(const Shape& shape) const {
+    const ShapeKey key(shape);
+    return InfeasibleBudgetError(
+        fmt::format("monet: input shape {} ran out of memory {} times within the budget of {}, "
+                    "the last time with {:.0f}% of it kept free for what the plan does not "
+                    "count; the plan itself peaked at {}. Raise MONET_BUDGET above {}.",
+                    join_dims(shape), options_.max_retries + 1, format_bytes(options_.budget_bytes),
+                    100.0 * margin_for(key), format_bytes(last_.planned_peak_bytes),
+                    format_bytes(options_.budget_bytes)),
+        options_.budget_bytes, options_.budget_bytes + 1);
+  }
+
+  InfeasibleBudgetError device_too_small(const Shape& shape) const {
+    return InfeasibleBudgetError(
+        fmt::format("monet: the device cannot hold input shape {} even one stage at a time, "
+                    "beyond the budget of {}. Use smaller batches or a larger device.",
+                    join_dims(shape), format_bytes(options_.budget_bytes)),
+        options_.budget_bytes, options_.budget_bytes + 1);
+  }
+
+  torch::nn::Sequential model_;
+  Options options_;
+  Planner planner_;
+  PlanCache cache_;        // plans predicted for a bucket of shapes
+  PlanCache exact_cache_;  // plans of measured shapes that the predictor cannot cover yet
+  std::vector<RuntimeStage> stages_;
+  at::Tensor anchor_;
+  std::unique_ptr<Predictor> predictor_;
+  std::unordered_map<ShapeKey, double, ShapeKeyHash> margin_extra_;
+  std::unordered_set<ShapeKey, ShapeKeyHash> remeasure_;
+  StepReport last_;
+  RuntimeStats stats_;
+};
+
+Runtime::Runtime(torch::nn::Sequential model, Options options)
+    : impl_(std::make_unique<RuntimeImpl>(std::move(model), std::move(options))) {}
+Runtime::~Runtime() = default;
+torch::Tensor Runtime::step(const torch::Tensor& input, const LossFn& loss_fn) {
+  return impl_->step(input, loss_fn);
+}
+torch::Tensor Runtime::forward(const torch::Tensor& input) { return impl_->forward(input); }
+const StepReport& Runtime::last_step() const { return impl_->last_step(); }
+RuntimeStats Runtime::stats() const { return impl_->stats(); }
+const Options& Runtime::options() const { return impl_->options(); }
+std::vector<std::string> Runtime::stage_names() const { return impl_->stage_names(); }
+
+}  // namespace monet

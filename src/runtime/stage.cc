@@ -1,0 +1,89 @@
+#include "runtime/stage.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "monet/errors.h"
+
+namespace monet {
+namespace {
+
+// "torch::nn::BatchNorm2dImpl" -> "BatchNorm2d".
+std::string short_name(const std::string& full) {
+  std::string name = full;
+  const auto colon = name.rfind("::");
+  if (colon != std::string::npos) name = name.substr(colon + 2);
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, "Impl") == 0) {
+    name.resize(name.size() - 4);
+  }
+  return name;
+}
+
+void open(const torch::nn::Sequential& model, std::vector<torch::nn::AnyModule>* out) {
+  for (const auto& child : *model) {
+    auto nested = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(child.ptr());
+    if (nested) {
+      open(torch::nn::Sequential(nested), out);
+    } else {
+      out->push_back(child);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<torch::nn::AnyModule> substitute_lean_modules(
+    const std::vector<torch::nn::AnyModule>& modules);
+
+std::vector<RuntimeStage> cut_stages(const torch::nn::Sequential& model, bool substitute) {
+  std::vector<torch::nn::AnyModule> modules;
+  if (model.is_empty()) {
+    throw ConfigError("monet::Runtime needs a model: the Sequential given is empty (null)");
+  }
+  open(model, &modules);
+  if (modules.empty()) {
+    throw ConfigError(
+        "monet::Runtime needs a Sequential with at least one module: each child is a stage");
+  }
+  std::vector<const torch::nn::Module*> originals;
+  for (const auto& m : modules) originals.push_back(m.ptr().get());
+  if (substitute) modules = substitute_lean_modules(modules);
+  std::vector<RuntimeStage> stages;
+  stages.reserve(modules.size() + 1);
+  for (std::size_t i = 0; i < modules.size(); ++i) {
+    RuntimeStage s;
+    torch::nn::AnyModule module = modules[i];
+    s.name = fmt::format("{}:{}", i, short_name(module.ptr()->name()));
+    s.fn = [module](const at::Tensor& x) mutable { return module.forward(x); };
+    if (std::find(originals.begin(), originals.end(), module.ptr().get()) == originals.end()) {
+      s.substitute = module.ptr();
+    }
+    for (const auto& b : module.ptr()->buffers()) s.buffers.push_back(b);
+    for (const auto& p : module.ptr()->parameters()) {
+      if (p.requires_grad()) s.parameters.push_back(p);
+    }
+    stages.push_back(std::move(s));
+  }
+  return stages;
+}
+
+BufferSnapshot::BufferSnapshot(const std::vector<RuntimeStage>& stages, int first, int last) {
+  for (int k = first; k <= last; ++k) {
+    for (const at::Tensor& b : stages[k].buffers) {
+      if (!b.defined()) continue;
+      live_.push_back(b);
+      saved_.push_back(b.clone());
+    }
+  }
+}
+
+void BufferSnapshot::restore() const {
+  c10::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < live_.size(); ++i) live_[i].copy_(saved_[i]);
+}
+
+}  // namespace monet

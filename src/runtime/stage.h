@@ -1,0 +1,48 @@
+// The stages a Runtime runs: the children of the user's Sequential (nested Sequentials opened),
+// each with the module buffers a recomputation or a retry must put back, and the operator modes
+// (variants) it has. The loss is one more stage, last, whose function each step sets.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "monet/op_mode.h"
+
+namespace monet {
+
+struct RuntimeStage {
+  std::string name;                                 // "3:BatchNorm2d", "loss"
+  std::function<at::Tensor(const at::Tensor&)> fn;  // the stage's forward
+  std::vector<at::Tensor> buffers;                  // running statistics and such
+  std::vector<at::Tensor> parameters;               // those that require grad
+  std::vector<OpMode> modes = {OpMode::kDefault};   // variant index -> mode
+  // A monet::nn module made in place of the user's: it follows the model's train()/eval().
+  std::shared_ptr<torch::nn::Module> substitute;
+};
+
+// The stages of `model`, in order: each child, nested Sequentials opened. With `substitute`,
+// torch::nn modules that have memory-lean variants are replaced by their monet::nn equivalents
+// (sharing parameters and buffers). Throws ConfigError for an empty model.
+std::vector<RuntimeStage> cut_stages(const torch::nn::Sequential& model, bool substitute);
+
+// Copies of the buffers of some stages, put back by restore(): a stage recomputed in backward,
+// or a batch run again, must not update BatchNorm's running statistics twice.
+class BufferSnapshot {
+ public:
+  BufferSnapshot() = default;
+  BufferSnapshot(const std::vector<RuntimeStage>& stages, int first, int last);
+  void restore() const;
+  bool empty() const { return saved_.empty(); }
+
+ private:
+  std::vector<at::Tensor> live_;   // the module's own tensors
+  std::vector<at::Tensor> saved_;  // their values at the snapshot
+};
+
+}  // namespace monet

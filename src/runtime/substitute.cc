@@ -1,0 +1,11 @@
+// The runtime's use of the kernels' substitution (monet/nn.h), behind the name stage.cc calls.
+#include "monet/nn.h"
+
+namespace monet {
+
+std::vector<torch::nn::AnyModule> substitute_lean_modules(
+    const std::vector<torch::nn::AnyModule>& modules) {
+  return monet::nn::substitute_variants(modules);
+}
+
+}  // namespace monet

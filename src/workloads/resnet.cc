@@ -1,0 +1,131 @@
+// The ResNet-style CNN workload: a stem (conv, BatchNorm, ReLU, max pooling as separate stages),
+// basic residual blocks, and a classifier, on images whose size changes from batch to batch.
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "monet/errors.h"
+#include "monet/nn.h"
+#include "monet/ops.h"
+#include "workloads/workloads.h"
+
+namespace monet::workloads {
+namespace {
+
+torch::nn::Conv2d conv(std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t stride) {
+  return torch::nn::Conv2d(
+      torch::nn::Conv2dOptions(in, out, k).stride(stride).padding(k / 2).bias(false));
+}
+
+// conv-BN-ReLU, conv-BN, plus the shortcut (a 1x1 conv and BN when it downsamples), ReLU.
+struct BasicBlockImpl : torch::nn::Module {
+  BasicBlockImpl(std::int64_t in, std::int64_t out, std::int64_t stride)
+      : conv1(conv(in, out, 3, stride)),
+        bn1(torch::nn::BatchNormOptions(out)),
+        conv2(conv(out, out, 3, 1)),
+        bn2(torch::nn::BatchNormOptions(out)) {
+    register_module("conv1", conv1);
+    register_module("bn1", bn1);
+    register_module("conv2", conv2);
+    register_module("bn2", bn2);
+    if (stride != 1 || in != out) {
+      down = register_module("down", conv(in, out, 1, stride));
+      down_bn =
+          register_module("down_bn", monet::nn::BatchNorm2d(torch::nn::BatchNormOptions(out)));
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    const auto y = bn2(conv2(bn1(conv1(x))));
+    const auto shortcut = down ? down_bn(down(x)) : x;
+    return ops::relu(y + shortcut);
+  }
+  torch::nn::Conv2d conv1;
+  monet::nn::BatchNorm2dReLU bn1;
+  torch::nn::Conv2d conv2;
+  monet::nn::BatchNorm2d bn2;
+  torch::nn::Conv2d down{nullptr};
+  monet::nn::BatchNorm2d down_bn{nullptr};
+};
+TORCH_MODULE(BasicBlock);
+
+struct ClassifierImpl : torch::nn::Module {
+  ClassifierImpl(std::int64_t in, std::int64_t classes) : fc(in, classes) {
+    register_module("fc", fc);
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc(x.mean({2, 3})); }
+  torch::nn::Linear fc;
+};
+TORCH_MODULE(Classifier);
+
+class ResNetWorkload : public Workload {
+ public:
+  explicit ResNetWorkload(ResNetConfig c) : c_(std::move(c)) {
+    if (c_.widths.empty() || c_.sides.empty()) {
+      throw ConfigError("the resnet workload needs at least one stage width and one image size");
+    }
+  }
+  std::string name() const override { return "resnet"; }
+
+  torch::nn::Sequential make_model(std::uint64_t seed) const override {
+    torch::manual_seed(seed);
+    torch::nn::Sequential model;
+    // The stem as torch::nn modules: the runtime substitutes lean variants for them.
+    model->push_back(conv(3, c_.widths[0], 3, 1));
+    model->push_back(torch::nn::BatchNorm2d(c_.widths[0]));
+    model->push_back(torch::nn::ReLU());
+    model->push_back(torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(2)));
+    std::int64_t in = c_.widths[0];
+    for (std::size_t s = 0; s < c_.widths.size(); ++s) {
+      for (int b = 0; b < c_.blocks_per_stage; ++b) {
+        const std::int64_t stride = (s > 0 && b == 0) ? 2 : 1;
+        model->push_back(BasicBlock(in, c_.widths[s], stride));
+        in = c_.widths[s];
+      }
+    }
+    model->push_back(Classifier(in, c_.classes));
+    return model;
+  }
+
+  torch::Tensor loss(const torch::Tensor& output, const Batch& batch) const override {
+    return torch::nn::functional::cross_entropy(output, batch.targets);
+  }
+
+  Batch batch(std::uint64_t seed, std::int64_t i) const override {
+    std::mt19937_64 rng(seed * 1000003 + static_cast<std::uint64_t>(i));
+    const auto side =
+        c_.sides[std::uniform_int_distribution<std::size_t>(0, c_.sides.size() - 1)(rng)];
+    return make(side, rng());
+  }
+
+  Batch largest_batch() const override {
+    return make(*std::max_element(c_.sides.begin(), c_.sides.end()), 7);
+  }
+
+  std::string shape_of(const Batch& b) const override {
+    return std::to_string(b.input.size(0)) + "x" + std::to_string(b.input.size(2)) + "x" +
+           std::to_string(b.input.size(3));
+  }
+
+ private:
+  Batch make(std::int64_t side, std::uint64_t seed) const {
+    auto gen = at::detail::createCPUGenerator(seed);
+    Batch b;
+    b.input = torch::randn({c_.batch, 3, side, side}, gen);
+    b.targets = torch::randint(c_.classes, {c_.batch}, gen, torch::kLong);
+    return b;
+  }
+
+  ResNetConfig c_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_resnet_workload(ResNetConfig config) {
+  return std::make_unique<ResNetWorkload>(std::move(config));
+}
+
+std::unique_ptr<Workload> make_workload(const std::string& name) {
+  if (name == "transformer") return make_transformer_workload();
+  if (name == "resnet") return make_resnet_workload();
+  throw ConfigError("unknown model '" + name + "'; use transformer or resnet");
+}
+
+}  // namespace monet::workloads

@@ -1,0 +1,76 @@
+// Over 1,000 steps of random shapes at 80%, 50% and 33% of the unconstrained peak: the allocator
+// never holds more than the budget, no step is lost, and the retries are counted.
+#include <cmath>
+
+#include "allocator/device_pools.h"
+#include "runtime_testing.h"
+
+namespace monet {
+namespace {
+
+std::int64_t unconstrained_peak(const workloads::Workload& w) {
+  Options o;
+  o.budget_bytes = 0;
+  Runtime probe(w.make_model(1), o);
+  const auto big = w.largest_batch();
+  probe.step(big.input, [&](const torch::Tensor& out) { return w.loss(out, big); });
+  return probe.last_step().measured_peak_bytes;
+}
+
+void train_within(const workloads::Workload& w, double fraction, int steps) {
+  install();
+  const std::int64_t peak = unconstrained_peak(w);
+  CachingAllocator& pool = pools::cpu();
+  pool.release_cached();
+  Options o;
+  o.budget_bytes = static_cast<std::int64_t>(static_cast<double>(peak) * fraction);
+  auto model = w.make_model(2);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  pool.reset_peaks();
+  Runtime rt(model, o);
+  int lost = 0;
+  for (int i = 0; i < steps; ++i) {
+    const workloads::Batch b = w.batch(11, i);
+    optimizer.zero_grad();
+    try {
+      const auto loss = rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
+      if (!std::isfinite(loss.item<double>())) ++lost;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "step " << i << " (shape " << w.shape_of(b) << ") was lost: " << e.what();
+      ++lost;
+    }
+    optimizer.step();
+  }
+  const MemoryStats s = pool.stats();
+  const RuntimeStats r = rt.stats();
+  EXPECT_LE(s.peak_reserved_bytes, static_cast<std::size_t>(o.budget_bytes));
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(r.steps, steps);
+  std::printf(
+      "%s at %.0f%% of %.2f MiB: %d steps, peak reserved %.2f MiB of %.2f MiB, peak in use "
+      "%.2f MiB, %lld measured shapes, %lld plans, %lld cache hits, %lld retries, %lld plans "
+      "dropped\n",
+      w.name().c_str(), 100 * fraction, static_cast<double>(peak) / (1 << 20), steps,
+      static_cast<double>(s.peak_reserved_bytes) / (1 << 20),
+      static_cast<double>(o.budget_bytes) / (1 << 20),
+      static_cast<double>(r.max_measured_peak_bytes) / (1 << 20),
+      static_cast<long long>(r.profiled_steps), static_cast<long long>(r.plans_made),
+      static_cast<long long>(r.cache_hits), static_cast<long long>(r.retries),
+      static_cast<long long>(r.dropped_plans));
+  pool.set_budget_bytes(0);
+}
+
+TEST(RuntimeBudget, Transformer80Percent) {
+  train_within(*testing::small_transformer(), 0.80, 1000);
+}
+TEST(RuntimeBudget, Transformer50Percent) {
+  train_within(*testing::small_transformer(), 0.50, 1000);
+}
+TEST(RuntimeBudget, Transformer33Percent) {
+  train_within(*testing::small_transformer(), 0.33, 1000);
+}
+TEST(RuntimeBudget, ResNet50Percent) { train_within(*testing::small_resnet(), 0.50, 150); }
+TEST(RuntimeBudget, ResNet33Percent) { train_within(*testing::small_resnet(), 0.33, 150); }
+
+}  // namespace
+}  // namespace monet

@@ -1,0 +1,67 @@
+// What the runtime's tests share: small workloads, a plain (monet-free) training step to compare
+// with, and gradient comparison.
+#pragma once
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "monet/allocator.h"
+#include "monet/runtime.h"
+#include "workloads/workloads.h"
+
+namespace monet::testing {
+
+// A transformer small enough for tests, whose activations (attention) outweigh its parameters.
+inline std::unique_ptr<workloads::Workload> small_transformer(std::int64_t max_seq = 128) {
+  workloads::TransformerConfig c;
+  c.vocab = 64;
+  c.d_model = 32;
+  c.heads = 4;
+  c.d_ff = 64;
+  c.layers = 8;
+  c.max_seq = max_seq;
+  c.batch = 8;
+  return workloads::make_transformer_workload(c);
+}
+
+inline std::unique_ptr<workloads::Workload> small_resnet() {
+  workloads::ResNetConfig c;
+  c.widths = {16, 32};
+  c.blocks_per_stage = 1;
+  c.batch = 8;
+  c.sides = {48, 64, 80, 96};
+  return workloads::make_resnet_workload(c);
+}
+
+// The gradients of every parameter after one plain forward and backward (no monet), starting from
+// torch::manual_seed(seed).
+inline std::vector<torch::Tensor> plain_gradients(torch::nn::Sequential& model,
+                                                  const workloads::Workload& w,
+                                                  const workloads::Batch& b, std::uint64_t seed) {
+  model->zero_grad();
+  torch::manual_seed(seed);
+  w.loss(model->forward(b.input), b).backward();
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : model->parameters()) grads.push_back(p.grad().clone());
+  return grads;
+}
+
+// max over parameters of |a - b| / max(|b|, 1e-30), as one number per tensor: the norm of the
+// difference over the norm of the reference.
+inline double worst_relative_difference(const std::vector<torch::Tensor>& a,
+                                        const std::vector<torch::Tensor>& b) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double ref = b[i].norm().item<double>();
+    const double diff = (a[i] - b[i]).norm().item<double>();
+    worst = std::max(worst, ref == 0.0 ? diff : diff / ref);
+  }
+  return worst;
+}
+
+}  // namespace monet::testing
