@@ -188,6 +188,28 @@ std::size_t unconstrained_peak(const monet::workloads::Workload& w, std::uint64_
   return pool.stats().peak_reserved_bytes;
 }
 
+// The least budget monet can plan the largest batch in under `options`' strategy, when `budget`
+// is below it; 0 when `budget` is enough. One step on a throwaway model.
+std::size_t least_budget_above(const monet::workloads::Workload& w, std::uint64_t seed,
+                               monet::Options options, std::size_t budget) {
+  options.budget_bytes = static_cast<std::int64_t>(budget);
+  std::size_t least = 0;
+  {
+    auto model = w.make_model(seed);
+    monet::Runtime rt(model, options);
+    const auto b = w.largest_batch();
+    try {
+      rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
+    } catch (const monet::InfeasibleBudgetError& e) {
+      least = static_cast<std::size_t>(e.min_feasible_bytes);
+    }
+  }
+  monet::CachingAllocator& pool = monet::pools::cpu();
+  pool.set_budget_bytes(0);
+  pool.release_cached();
+  return least;
+}
+
 int run(const Flags& flags) {
   if (!flags.trace.empty()) setenv("MONET_TRACE", flags.trace.c_str(), 1);
   // The budget is read here, not by the allocator at start: the baseline runs without one.
@@ -221,15 +243,28 @@ int run(const Flags& flags) {
     none.budget_bytes = 0;
     baseline = train(*w, flags, steps, none, "baseline");
   }
-  if (budget == 0) budget = peak / 2;
+  std::string budget_note;
+  if (budget == 0) {
+    // The default: half the unconstrained peak, or, where monet cannot plan the largest batch in
+    // that (a CNN whose stages are whole residual blocks), the least budget it can.
+    budget = peak / 2;
+    if (const std::size_t least = least_budget_above(*w, flags.seed, options, budget); least > 0) {
+      // 15% above it: the least plan runs at the edge, where the memory model's errors tell.
+      budget = least + least * 15 / 100;
+      budget_note = fmt::format(
+          "; half the peak is below the least budget monet can plan {} in, {}, so 15% above that",
+          largest, monet::format_bytes(least));
+    }
+  }
   if (!flags.json) {
-    std::fprintf(stderr, "%s, %d steps, budget %s%s\n", w->name().c_str(), steps,
+    std::fprintf(stderr, "%s, %d steps, budget %s%s%s\n", w->name().c_str(), steps,
                  monet::format_bytes(budget).c_str(),
                  peak ? fmt::format(" ({:.0f}% of the unconstrained peak {} at {})",
                                     100.0 * static_cast<double>(budget) / static_cast<double>(peak),
                                     monet::format_bytes(peak), largest)
                             .c_str()
-                      : "");
+                      : "",
+                 budget_note.c_str());
   }
   options.budget_bytes = static_cast<std::int64_t>(budget);
   const RunResult monet_run = train(*w, flags, steps, options, "monet");

@@ -91,42 +91,44 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
       for (const BufferSnapshot& b : *buffers) b.restore();
     }
   } restore{RngState::capture(), &buffers};
-  std::vector<at::Tensor> xs(n + 1);
-  std::vector<std::uint64_t> variant_calls(n, 0);
-  xs[0] = input;
-  {
-    const c10::NoGradGuard no_grad;
-    for (int k = 0; k < n; ++k) {
-      rng[k] = RngState::capture();
-      buffers[k] = BufferSnapshot(stages, k, k);
-      const std::uint64_t calls = variant_op_calls();
-      xs[k + 1] = stages[k].fn(xs[k]);
-      variant_calls[k] = variant_op_calls() - calls;
-    }
-  }
-  xs[n] = at::Tensor();
-
+  // Stage by stage, first to last, holding only the stage's input and output: the pass fits
+  // wherever one stage's working set does, as every plan needs. Each stage's backward starts
+  // from a gradient of ones shaped like its output (bytes and times do not depend on its values).
   MeasuredChain out;
   out.chain.stages.resize(n);
-  at::Tensor grad;  // of the output of stage k
-  for (int k = n - 1; k >= 0; --k) {
+  at::Tensor x = input;
+  for (int k = 0; k < n; ++k) {
     RuntimeStage& stage = stages[k];
+    rng[k] = RngState::capture();
+    buffers[k] = BufferSnapshot(stages, k, k);
+    at::Tensor next;
+    std::uint64_t variant_calls = 0;
+    {
+      const c10::NoGradGuard no_grad;
+      const std::uint64_t calls = variant_op_calls();
+      next = stage.fn(x);
+      variant_calls = variant_op_calls() - calls;
+    }
+    const RngState rng_after = RngState::capture();
+    const BufferSnapshot buffers_after(stages, k, k);
+    const at::Tensor grad =
+        (k + 1 < n && next.is_floating_point()) ? at::ones_like(next) : at::Tensor();
     Stage& measured = out.chain.stages[k];
     measured.name = stage.name;
     std::vector<OpMode> modes = stage.modes;
     if (find_variants) {
       modes = {OpMode::kDefault};
-      if (variant_calls[k] > 0) modes = candidate_modes;
+      if (variant_calls > 0) modes = candidate_modes;
     }
     std::vector<VariantCosts> costs(modes.size());
-    at::Tensor grad_in;
-    // The default mode last: its input gradient carries on to the stage before.
-    for (int v = static_cast<int>(modes.size()) - 1; v >= 0; --v) {
+    for (std::size_t v = 0; v < modes.size(); ++v) {
       buffers[k].restore();
       rng[k].restore();
-      costs[v] =
-          measure_stage(stage, modes[v], xs[k], k > 0, grad, pool, v == 0 ? &grad_in : nullptr);
+      costs[v] = measure_stage(stage, modes[v], x, k > 0, grad, pool, nullptr);
     }
+    // The buffers and generator as the plain forward left them, for the stages after.
+    buffers_after.restore();
+    rng_after.restore();
     if (find_variants) {
       // Keep a lean mode only when it keeps less than every mode kept before it.
       std::vector<OpMode> kept = {OpMode::kDefault};
@@ -143,8 +145,7 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
       costs = kept_costs;
     }
     measured.variants = costs;
-    grad = grad_in;
-    xs[k + 1] = at::Tensor();
+    x = next;
   }
   out.seconds = now() - start;
   return out;

@@ -1,7 +1,8 @@
 // The measurement pass: how the runtime learns a shape's chain (include/monet/chain.h) from the
-// allocator and the clock. It runs forward without a graph keeping every stage's input, then,
-// from the last stage back, runs each stage alone with grad enabled in each of its operator
-// modes and back-propagates through it, measuring:
+// allocator and the clock. Stage by stage from the first, it runs the stage without a graph to
+// get its output, then alone with grad enabled in each of its operator modes, back-propagating a
+// gradient of ones shaped like its output (bytes and times do not depend on its values),
+// measuring:
 //   out_bytes    the stage's output
 //   saved_bytes  what stays in use after its forward beyond the output (what backward keeps)
 //   fwd_peak     the peak during its forward above what stays in use after it
@@ -9,8 +10,8 @@
 //                input's gradient (the model counts that) plus the output (the model has freed
 //                it; a stage that saves its output still holds it)
 //   fwd_time, bwd_time   wall-clock seconds
-// It holds the stages' inputs and one stage's working set at a time: little more than a plan
-// that checkpoints every stage alone, so it fits where a plan fits. It leaves no trace: the
+// It holds one stage's input, output, output gradient and working set at a time, so it fits
+// wherever a plan does (every plan runs each stage with its input at hand). It leaves no trace: the
 // gradients it computes are discarded, and the RNG state and module buffers are put back.
 #pragma once
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -217,9 +218,13 @@ class RuntimeImpl {
     return std::min(0.9, options_.margin + (it == margin_extra_.end() ? 0.0 : it->second));
   }
 
+  // What a plan may use of the budget: all but the margin, and at least kMarginFloor kept free
+  // (reserved memory grows by 2 MiB granules, which a margin of a small budget would not cover).
+  static constexpr std::int64_t kMarginFloor = 2 << 20;
   std::int64_t plan_budget(const ShapeKey& key) const {
-    return static_cast<std::int64_t>(static_cast<double>(options_.budget_bytes) *
-                                     (1.0 - margin_for(key)));
+    const auto budget = static_cast<double>(options_.budget_bytes);
+    return static_cast<std::int64_t>(
+        budget - std::max(budget * margin_for(key), static_cast<double>(kMarginFloor)));
   }
 
   // Parameters, their gradients, the optimizer's state and the batch: everything in use now,
@@ -277,8 +282,9 @@ class RuntimeImpl {
     Chain chain;
     PlanCache* cache = nullptr;
     const ShapeKey* cache_key = nullptr;
-    if (!remeasure && predictor_ && predictor_->confidence(key.dims()).confident) {
-      chain = predictor_->predict(key.dims());
+    std::optional<Chain> predicted = remeasure ? std::nullopt : upper_prediction(key.dims());
+    if (predicted) {
+      chain = std::move(*predicted);
       cache = &cache_;
       cache_key = &key;
     } else if (!remeasure && predictor_ && predictor_->is_profiled(shape)) {
@@ -339,6 +345,59 @@ class RuntimeImpl {
     }
   }
 
+  // The chain at `dims` with every byte number raised by its error bound, when the predictor can
+  // give one: at least min_profiled_shapes shapes measured, `dims` within the measured range (or
+  // beyond it by at most the extrapolation limit), every byte law validated. Planning on upper
+  // bounds is safe wherever the laws hold; a plan they still under-predict is caught by
+  // feedback(). Times are the predictions: they only rank plans.
+  std::optional<Chain> upper_prediction(const Shape& dims) const {
+    if (!predictor_ || predictor_->profiled_shapes() < predictor_->options().min_profiled_shapes) {
+      if (predictor_) {
+        log(LogLevel::kDebug, "shape {}: {} of the {} shapes needed are measured", join_dims(dims),
+            predictor_->profiled_shapes(), predictor_->options().min_profiled_shapes);
+      }
+      return std::nullopt;
+    }
+    if (measured_min_.size() != dims.size()) {
+      // Warm-started from a saved state: the range measured is the predictor's to judge.
+      const Confidence c = predictor_->confidence(dims);
+      if (!c.confident) {
+        log(LogLevel::kDebug, "shape {}: {}", join_dims(dims), c.reason);
+        return std::nullopt;
+      }
+      return predictor_->predict(dims);
+    }
+    const double limit = predictor_->options().extrapolation_limit;
+    for (std::size_t d = 0; d < dims.size(); ++d) {
+      const auto v = static_cast<double>(dims[d]);
+      if (v > static_cast<double>(measured_max_[d]) * limit ||
+          v * limit < static_cast<double>(measured_min_[d])) {
+        log(LogLevel::kDebug, "shape {}: dim {} is outside the measured range [{}, {}]",
+            join_dims(dims), d, measured_min_[d], measured_max_[d]);
+        return std::nullopt;
+      }
+    }
+    Prediction p = predictor_->predict_with_bounds(dims);
+    constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+    for (std::size_t i = 0; i < p.chain.stages.size(); ++i) {
+      for (std::size_t v = 0; v < p.chain.stages[i].variants.size(); ++v) {
+        VariantCosts& c = p.chain.stages[i].variants[v];
+        const VariantCosts& b = p.bounds.stages[i].variants[v];
+        for (auto [value, bound] :
+             {std::pair{&c.out_bytes, b.out_bytes}, std::pair{&c.saved_bytes, b.saved_bytes},
+              std::pair{&c.fwd_peak, b.fwd_peak}, std::pair{&c.bwd_peak, b.bwd_peak}}) {
+          if (bound >= kNone) {
+            log(LogLevel::kDebug, "shape {}: stage {} variant {} has a byte law not validated yet",
+                join_dims(dims), p.chain.stages[i].name, c.name);
+            return std::nullopt;
+          }
+          *value += bound;
+        }
+      }
+    }
+    return std::move(p.chain);
+  }
+
   // The measurement pass needs the stages' inputs and one stage at a time: it fits wherever a plan
   // does, but for chains of large boundaries and small stages. When it does not fit, it runs
   // once without the cap (`measuring` tells step() not to retry): the chain it gives either has
@@ -379,6 +438,14 @@ class RuntimeImpl {
     last_.profiled = true;
     if (first) make_predictor(m.chain);
     predictor_->observe(shape, m.chain);
+    if (measured_min_.empty()) {
+      measured_min_ = shape;
+      measured_max_ = shape;
+    }
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      measured_min_[d] = std::min(measured_min_[d], shape[d]);
+      measured_max_[d] = std::max(measured_max_[d], shape[d]);
+    }
     remeasure_.erase(ShapeKey(shape, 62));
     if (!options_.predictor_state.empty()) predictor_->save(options_.predictor_state);
     log(LogLevel::kInfo, "measured shape {} in {:.3f} s ({} shapes profiled)", join_dims(shape),
@@ -400,6 +467,11 @@ class RuntimeImpl {
     // planned from predictions; times only rank plans, and a noisy clock must not force a
     // measurement pass at every new shape.
     o.time_tolerance = 1e6;
+    // What decides a plan is the chain's sum of kept bytes plus one stage's working set, against
+    // a budget of which a margin is kept free: an error of half a percent of the budget on a
+    // small stage (whose backward allocates what its data decides, as an embedding's does) does
+    // not change a plan, and must not force a measurement of every new shape.
+    o.bytes_slack = std::max(o.bytes_slack, 0.005 * static_cast<double>(options_.budget_bytes));
     const std::string& path = options_.predictor_state;
     if (!path.empty() && std::filesystem::exists(path)) {
       Predictor loaded = Predictor::load(path);
@@ -430,22 +502,25 @@ class RuntimeImpl {
 
   InfeasibleBudgetError infeasible(const Shape& shape, const ShapeKey& key,
                                    const PlanResult& plan) const {
-    const double margin = margin_for(key);
-    // The least budget whose share for plans, rounded down as plan_budget() rounds it, holds the
-    // plan.
-    auto least = static_cast<std::int64_t>(
-        std::ceil(static_cast<double>(plan.min_feasible_bytes) / (1.0 - margin)));
-    while (static_cast<std::int64_t>(static_cast<double>(least) * (1.0 - margin)) <
-           plan.min_feasible_bytes) {
-      ++least;
-    }
+    // The least budget whose share for plans holds the least plan even after one retry has
+    // raised the margin (at the very edge, what the memory model does not count can make the
+    // first run fall short), with 2% more for what a new measurement of the shape may differ by,
+    // rounded up to 64 KiB: a budget named here must be enough when the user sets it.
+    constexpr std::int64_t kRound = 64 << 10;
+    const double kept_free = std::min(0.9, margin_for(key) + options_.retry_margin_step);
+    const double plan_bytes = static_cast<double>(plan.min_feasible_bytes) * 1.02;
+    const double needed =
+        std::max(plan_bytes / (1.0 - kept_free), plan_bytes + static_cast<double>(kMarginFloor));
+    const std::int64_t least =
+        (static_cast<std::int64_t>(std::ceil(needed)) + kRound - 1) / kRound * kRound;
     return InfeasibleBudgetError(
         fmt::format("monet: no plan fits input shape {} in the budget of {}: the least budget "
-                    "that fits it is {} ({} bytes, {:.0f}% of it kept free for what plans do not "
-                    "count). Set MONET_BUDGET (or Options::budget_bytes) to at least that, or use "
+                    "that fits it is {} ({} bytes, room for the least plan with {:.0f}% of it kept "
+                    "free for what plans do not count, as after a retry). Set MONET_BUDGET (or "
+                    "Options::budget_bytes) to at least that, or use "
                     "smaller batches.",
                     join_dims(shape), format_bytes(options_.budget_bytes),
-                    format_bytes(static_cast<std::size_t>(least)), least, 100.0 * margin),
+                    format_bytes(static_cast<std::size_t>(least)), least, 100.0 * kept_free),
         options_.budget_bytes, least);
   }
 
@@ -479,6 +554,7 @@ class RuntimeImpl {
   std::unique_ptr<Predictor> predictor_;
   std::unordered_map<ShapeKey, double, ShapeKeyHash> margin_extra_;
   std::unordered_set<ShapeKey, ShapeKeyHash> remeasure_;
+  Shape measured_min_, measured_max_;  // the range of the shapes measured, per dim
   StepReport last_;
   RuntimeStats stats_;
 };

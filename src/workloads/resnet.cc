@@ -1,5 +1,6 @@
-// The ResNet-style CNN workload: a stem (conv, BatchNorm, ReLU, max pooling as separate stages),
-// basic residual blocks, and a classifier, on images whose size changes from batch to batch.
+// The ResNet-style CNN workload: a stem (conv, BatchNorm, ReLU as separate stages), stages of
+// basic residual blocks with 2x2 max pooling between them, and a classifier, on images whose size
+// changes from batch to batch.
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "monet/errors.h"
@@ -11,8 +12,11 @@ namespace monet::workloads {
 namespace {
 
 torch::nn::Conv2d conv(std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t stride) {
-  return torch::nn::Conv2d(
-      torch::nn::Conv2dOptions(in, out, k).stride(stride).padding(k / 2).bias(false));
+  // Odd kernels keep the size (stride 1); the stem's 4x4 of stride 4 tiles the image.
+  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, k)
+                               .stride(stride)
+                               .padding(k % 2 == 1 ? k / 2 : 0)
+                               .bias(false));
 }
 
 // conv-BN-ReLU, conv-BN, plus the shortcut (a 1x1 conv and BN when it downsamples), ReLU.
@@ -67,16 +71,18 @@ class ResNetWorkload : public Workload {
   torch::nn::Sequential make_model(std::uint64_t seed) const override {
     torch::manual_seed(seed);
     torch::nn::Sequential model;
-    // The stem as torch::nn modules: the runtime substitutes lean variants for them.
-    model->push_back(conv(3, c_.widths[0], 3, 1));
+    // The stem as torch::nn modules (the runtime substitutes lean variants for them): a 4x4
+    // convolution of stride 4 (a patchify stem, as in ConvNeXt), so that the first stage's
+    // blocks rather than a full-resolution stem hold most of the activations, as in ResNet-50.
+    model->push_back(conv(3, c_.widths[0], 4, 4));
     model->push_back(torch::nn::BatchNorm2d(c_.widths[0]));
     model->push_back(torch::nn::ReLU());
-    model->push_back(torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(2)));
     std::int64_t in = c_.widths[0];
     for (std::size_t s = 0; s < c_.widths.size(); ++s) {
+      // Between stages, 2x2 max pooling halves the resolution (a stage of its own).
+      if (s > 0) model->push_back(torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(2)));
       for (int b = 0; b < c_.blocks_per_stage; ++b) {
-        const std::int64_t stride = (s > 0 && b == 0) ? 2 : 1;
-        model->push_back(BasicBlock(in, c_.widths[s], stride));
+        model->push_back(BasicBlock(in, c_.widths[s], 1));
         in = c_.widths[s];
       }
     }

@@ -27,43 +27,59 @@ struct EmbeddingImpl : torch::nn::Module {
 };
 TORCH_MODULE(Embedding);
 
-struct EncoderLayerImpl : torch::nn::Module {
-  explicit EncoderLayerImpl(const TransformerConfig& c)
-      : norm1(torch::nn::LayerNormOptions({c.d_model})),
+// An encoder layer is two stages, so that a plan can keep one half and recompute the other:
+// the attention block and the feed-forward block, each pre-LayerNorm with its residual.
+struct AttentionBlockImpl : torch::nn::Module {
+  explicit AttentionBlockImpl(const TransformerConfig& c)
+      : norm(torch::nn::LayerNormOptions({c.d_model})),
         qkv(c.d_model, 3 * c.d_model),
         proj(c.d_model, c.d_model),
-        norm2(torch::nn::LayerNormOptions({c.d_model})),
-        ff1(c.d_model, c.d_ff),
-        ff2(c.d_ff, c.d_model),
         heads(c.heads),
         p(c.dropout) {
-    register_module("norm1", norm1);
+    register_module("norm", norm);
     register_module("qkv", qkv);
     register_module("proj", proj);
-    register_module("norm2", norm2);
-    register_module("ff1", ff1);
-    register_module("ff2", ff2);
   }
 
   torch::Tensor forward(const torch::Tensor& x) {
     const std::int64_t b = x.size(0), s = x.size(1), d = x.size(2), dh = d / heads;
-    const auto parts = qkv(norm1(x)).view({b, s, 3, heads, dh}).permute({2, 0, 3, 1, 4});
-    const auto scores = torch::matmul(parts[0], parts[1].transpose(-2, -1)) / std::sqrt(dh);
+    const auto parts = qkv(norm(x)).view({b, s, 3, heads, dh}).permute({2, 0, 3, 1, 4});
+    // Queries are scaled before the product: a [b, heads, s, dh] tensor rather than [.., s, s].
+    const auto q = parts[0] * (1.0 / std::sqrt(static_cast<double>(dh)));
+    const auto scores = torch::matmul(q, parts[1].transpose(-2, -1));
     const auto attention = ops::dropout(ops::softmax(scores, -1), p, is_training());
     const auto context = torch::matmul(attention, parts[2]).transpose(1, 2).reshape({b, s, d});
-    const auto y = x + ops::dropout(proj(context), p, is_training());
-    const auto h = ff2(ops::dropout(ops::gelu(ff1(norm2(y))), p, is_training()));
-    return y + ops::dropout(h, p, is_training());
+    return x + ops::dropout(proj(context), p, is_training());
   }
 
-  torch::nn::LayerNorm norm1;
+  torch::nn::LayerNorm norm;
   torch::nn::Linear qkv, proj;
-  torch::nn::LayerNorm norm2;
-  torch::nn::Linear ff1, ff2;
   std::int64_t heads;
   double p;
 };
-TORCH_MODULE(EncoderLayer);
+TORCH_MODULE(AttentionBlock);
+
+struct FeedForwardBlockImpl : torch::nn::Module {
+  explicit FeedForwardBlockImpl(const TransformerConfig& c)
+      : norm(torch::nn::LayerNormOptions({c.d_model})),
+        ff1(c.d_model, c.d_ff),
+        ff2(c.d_ff, c.d_model),
+        p(c.dropout) {
+    register_module("norm", norm);
+    register_module("ff1", ff1);
+    register_module("ff2", ff2);
+  }
+
+  torch::Tensor forward(const torch::Tensor& y) {
+    const auto h = ff2(ops::dropout(ops::gelu(ff1(norm(y))), p, is_training()));
+    return y + ops::dropout(h, p, is_training());
+  }
+
+  torch::nn::LayerNorm norm;
+  torch::nn::Linear ff1, ff2;
+  double p;
+};
+TORCH_MODULE(FeedForwardBlock);
 
 struct SpanHeadImpl : torch::nn::Module {
   explicit SpanHeadImpl(const TransformerConfig& c)
@@ -86,7 +102,10 @@ class TransformerWorkload : public Workload {
     torch::manual_seed(seed);
     torch::nn::Sequential model;
     model->push_back(Embedding(c_));
-    for (int i = 0; i < c_.layers; ++i) model->push_back(EncoderLayer(c_));
+    for (int i = 0; i < c_.layers; ++i) {
+      model->push_back(AttentionBlock(c_));
+      model->push_back(FeedForwardBlock(c_));
+    }
     model->push_back(SpanHead(c_));
     return model;
   }

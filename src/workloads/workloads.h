@@ -15,21 +15,21 @@ namespace monet::workloads {
 
 struct TransformerConfig {
   std::int64_t vocab = 1000;
-  std::int64_t d_model = 128;
+  std::int64_t d_model = 64;
   std::int64_t heads = 4;
-  std::int64_t d_ff = 512;
-  int layers = 8;
+  std::int64_t d_ff = 256;
+  int layers = 6;  // each is two stages: attention and feed-forward
   double dropout = 0.1;
-  std::int64_t max_seq = 256;  // longest sequence (learned positions)
-  std::int64_t batch = 16;
+  std::int64_t max_seq = 128;  // longest sequence (learned positions)
+  std::int64_t batch = 8;
 };
 
 struct ResNetConfig {
   std::vector<std::int64_t> widths = {16, 32, 64};  // per stage; the stem has widths[0]
-  int blocks_per_stage = 2;
+  int blocks_per_stage = 3;
   std::int64_t classes = 10;
-  std::int64_t batch = 8;
-  std::vector<std::int64_t> sides = {48, 64, 80, 96};  // image sizes met
+  std::int64_t batch = 16;
+  std::vector<std::int64_t> sides = {96, 128, 160};  // image sizes met
 };
 
 // A batch: the model's input and the targets its loss needs.

@@ -32,9 +32,9 @@ inline std::unique_ptr<workloads::Workload> small_transformer(std::int64_t max_s
 inline std::unique_ptr<workloads::Workload> small_resnet() {
   workloads::ResNetConfig c;
   c.widths = {16, 32};
-  c.blocks_per_stage = 1;
+  c.blocks_per_stage = 3;
   c.batch = 8;
-  c.sides = {48, 64, 80, 96};
+  c.sides = {64, 96, 128};
   return workloads::make_resnet_workload(c);
 }
 
