@@ -336,29 +336,32 @@ void Predictor::bound_chain(const Shape& shape, const Chain& chain, Chain* bound
     confidence->confident = true;
     return;
   }
-  if (!basis_) {
-    confidence->reason = "nothing profiled yet";
+  if (std::string gap = coverage_gap(shape); !gap.empty()) {
+    confidence->reason = std::move(gap);
     return;
   }
+  confidence->reason = reason;
+  confidence->confident = reason.empty();
+}
+
+std::string Predictor::coverage_gap(const Shape& shape) const {
+  check_shape(shape, "coverage_gap");
+  if (!basis_) return "nothing profiled yet";
   if (profiled_shapes() < options_.min_profiled_shapes) {
-    confidence->reason = fmt::format("{} of the {} shapes needed are profiled", profiled_shapes(),
-                                     options_.min_profiled_shapes);
-    return;
+    return fmt::format("{} of the {} shapes needed are profiled", profiled_shapes(),
+                       options_.min_profiled_shapes);
   }
   for (int d = 0; d < num_dims(); ++d) {
     const double lo = static_cast<double>(table_->min_dim(d)) / options_.extrapolation_limit;
     const double hi = static_cast<double>(table_->max_dim(d)) * options_.extrapolation_limit;
     const double x = static_cast<double>(shape[d]);
     if (x < lo || x > hi) {
-      confidence->reason =
-          fmt::format("{} = {} is outside the profiled range [{}, {}] by more than a factor {}",
-                      dim_name(options_, d), shape[d], table_->min_dim(d), table_->max_dim(d),
-                      options_.extrapolation_limit);
-      return;
+      return fmt::format("{} = {} is outside the profiled range [{}, {}] by more than a factor {}",
+                         dim_name(options_, d), shape[d], table_->min_dim(d), table_->max_dim(d),
+                         options_.extrapolation_limit);
     }
   }
-  confidence->reason = reason;
-  confidence->confident = reason.empty();
+  return {};
 }
 
 Prediction Predictor::predict_with_bounds(const Shape& shape) const {

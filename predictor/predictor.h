@@ -110,6 +110,11 @@ class Predictor {
   void predict_into(const Shape& shape, Chain* chain) const;
   Prediction predict_with_bounds(const Shape& shape) const;
   Confidence confidence(const Shape& shape) const;
+  // Why `shape` is not covered yet, empty when it is: covered means min_profiled_shapes shapes
+  // profiled and each dim within the profiled range widened by extrapolation_limit. The first
+  // conditions of confidence(); past them, each number's error bound says how far to trust it.
+  // Throws std::invalid_argument for a bad shape (see observe).
+  std::string coverage_gap(const Shape& shape) const;
 
   // Among `candidates` (shapes the job has met), the one to profile next, or nullopt when each is
   // profiled or confidently predicted. First the largest shape, then always the one farthest (in

@@ -25,11 +25,9 @@ std::int64_t requested(CachingAllocator& pool) {
 std::int64_t clamp0(std::int64_t v) { return std::max<std::int64_t>(0, v); }
 
 // One stage in one mode: forward and backward on a fresh leaf. `grad_out` is the gradient of the
-// stage's output (undefined for the loss). Returns the costs; `*grad_in`, when given, receives
-// the gradient of the input.
+// stage's output (undefined for the loss). Returns the costs.
 VariantCosts measure_stage(const RuntimeStage& stage, OpMode mode, const at::Tensor& input,
-                           bool input_counts, const at::Tensor& grad_out, CachingAllocator& pool,
-                           at::Tensor* grad_in) {
+                           bool input_counts, const at::Tensor& grad_out, CachingAllocator& pool) {
   VariantCosts c;
   c.name = std::string(op_mode_name(mode));
   at::Tensor leaf = input.detach();
@@ -59,16 +57,15 @@ VariantCosts measure_stage(const RuntimeStage& stage, OpMode mode, const at::Ten
   if (y.requires_grad() && !inputs.empty()) {
     std::vector<at::Tensor> grad_outputs;
     if (grad_out.defined()) grad_outputs.push_back(grad_out);
-    auto grads = torch::autograd::grad({y}, inputs, grad_outputs, /*retain_graph=*/false,
-                                       /*create_graph=*/false, /*allow_unused=*/true);
+    // The gradients are dropped at once: only the peak of computing them counts.
+    torch::autograd::grad({y}, inputs, grad_outputs, /*retain_graph=*/false,
+                          /*create_graph=*/false, /*allow_unused=*/true);
     c.bwd_time = now() - t0;
     const std::int64_t peak = static_cast<std::int64_t>(pool.peak_requested_since(bwd_mark));
     const std::int64_t in_bytes = input_counts ? static_cast<std::int64_t>(input.nbytes()) : 0;
     c.bwd_peak = clamp0(peak - after - in_bytes + c.out_bytes);
-    if (grad_in != nullptr && needs_grad) *grad_in = grads[0];
   } else {
     c.bwd_time = now() - t0;
-    if (grad_in != nullptr) *grad_in = at::Tensor();
   }
   return c;
 }
@@ -80,7 +77,6 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
                             const std::vector<OpMode>& candidate_modes) {
   const double start = now();
   const int n = static_cast<int>(stages.size());
-  std::vector<RngState> rng(n);
   std::vector<BufferSnapshot> buffers(n);
   // Put the RNG and every buffer back however the pass ends (it may run out of memory).
   struct Restore {
@@ -99,7 +95,7 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
   at::Tensor x = input;
   for (int k = 0; k < n; ++k) {
     RuntimeStage& stage = stages[k];
-    rng[k] = RngState::capture();
+    const RngState rng_before = RngState::capture();
     buffers[k] = BufferSnapshot(stages, k, k);
     at::Tensor next;
     std::uint64_t variant_calls = 0;
@@ -123,8 +119,8 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
     std::vector<VariantCosts> costs(modes.size());
     for (std::size_t v = 0; v < modes.size(); ++v) {
       buffers[k].restore();
-      rng[k].restore();
-      costs[v] = measure_stage(stage, modes[v], x, k > 0, grad, pool, nullptr);
+      rng_before.restore();
+      costs[v] = measure_stage(stage, modes[v], x, k > 0, grad, pool);
     }
     // The buffers and generator as the plain forward left them, for the stages after.
     buffers_after.restore();

@@ -346,36 +346,14 @@ class RuntimeImpl {
   }
 
   // The chain at `dims` with every byte number raised by its error bound, when the predictor can
-  // give one: at least min_profiled_shapes shapes measured, `dims` within the measured range (or
-  // beyond it by at most the extrapolation limit), every byte law validated. Planning on upper
-  // bounds is safe wherever the laws hold; a plan they still under-predict is caught by
+  // give one: `dims` covered (Predictor::coverage_gap) and every byte law validated. Planning on
+  // upper bounds is safe wherever the laws hold; a plan they still under-predict is caught by
   // feedback(). Times are the predictions: they only rank plans.
   std::optional<Chain> upper_prediction(const Shape& dims) const {
-    if (!predictor_ || predictor_->profiled_shapes() < predictor_->options().min_profiled_shapes) {
-      if (predictor_) {
-        log(LogLevel::kDebug, "shape {}: {} of the {} shapes needed are measured", join_dims(dims),
-            predictor_->profiled_shapes(), predictor_->options().min_profiled_shapes);
-      }
+    if (!predictor_) return std::nullopt;
+    if (const std::string gap = predictor_->coverage_gap(dims); !gap.empty()) {
+      log(LogLevel::kDebug, "shape {}: {}", join_dims(dims), gap);
       return std::nullopt;
-    }
-    if (measured_min_.size() != dims.size()) {
-      // Warm-started from a saved state: the range measured is the predictor's to judge.
-      const Confidence c = predictor_->confidence(dims);
-      if (!c.confident) {
-        log(LogLevel::kDebug, "shape {}: {}", join_dims(dims), c.reason);
-        return std::nullopt;
-      }
-      return predictor_->predict(dims);
-    }
-    const double limit = predictor_->options().extrapolation_limit;
-    for (std::size_t d = 0; d < dims.size(); ++d) {
-      const auto v = static_cast<double>(dims[d]);
-      if (v > static_cast<double>(measured_max_[d]) * limit ||
-          v * limit < static_cast<double>(measured_min_[d])) {
-        log(LogLevel::kDebug, "shape {}: dim {} is outside the measured range [{}, {}]",
-            join_dims(dims), d, measured_min_[d], measured_max_[d]);
-        return std::nullopt;
-      }
     }
     Prediction p = predictor_->predict_with_bounds(dims);
     constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
@@ -398,10 +376,10 @@ class RuntimeImpl {
     return std::move(p.chain);
   }
 
-  // The measurement pass needs the stages' inputs and one stage at a time: it fits wherever a plan
-  // does, but for chains of large boundaries and small stages. When it does not fit, it runs
-  // once without the cap (`measuring` tells step() not to retry): the chain it gives either has
-  // a plan within the budget, and the step goes on, or names the least budget in the error.
+  // The measurement pass holds one stage at a time: it fits wherever a plan does, but for the
+  // margin a plan leaves free. When it does not fit, it runs once without the cap (`measuring`
+  // tells step() not to retry): the chain it gives either has a plan within the budget, and the
+  // step goes on, or names the least budget in the error.
   Chain measure_within_budget(const at::Tensor& input, const Shape& shape, CachingAllocator& pool,
                               bool* measuring) {
     try {
@@ -438,14 +416,6 @@ class RuntimeImpl {
     last_.profiled = true;
     if (first) make_predictor(m.chain);
     predictor_->observe(shape, m.chain);
-    if (measured_min_.empty()) {
-      measured_min_ = shape;
-      measured_max_ = shape;
-    }
-    for (std::size_t d = 0; d < shape.size(); ++d) {
-      measured_min_[d] = std::min(measured_min_[d], shape[d]);
-      measured_max_[d] = std::max(measured_max_[d], shape[d]);
-    }
     remeasure_.erase(ShapeKey(shape, 62));
     if (!options_.predictor_state.empty()) predictor_->save(options_.predictor_state);
     log(LogLevel::kInfo, "measured shape {} in {:.3f} s ({} shapes profiled)", join_dims(shape),
@@ -462,16 +432,6 @@ class RuntimeImpl {
       for (const VariantCosts& v : s.variants) l.variants.push_back(v.name);
       layout.push_back(std::move(l));
     }
-    PredictorOptions o;
-    // Bytes decide whether a plan fits, so only byte laws must be validated before a shape is
-    // planned from predictions; times only rank plans, and a noisy clock must not force a
-    // measurement pass at every new shape.
-    o.time_tolerance = 1e6;
-    // What decides a plan is the chain's sum of kept bytes plus one stage's working set, against
-    // a budget of which a margin is kept free: an error of half a percent of the budget on a
-    // small stage (whose backward allocates what its data decides, as an embedding's does) does
-    // not change a plan, and must not force a measurement of every new shape.
-    o.bytes_slack = std::max(o.bytes_slack, 0.005 * static_cast<double>(options_.budget_bytes));
     const std::string& path = options_.predictor_state;
     if (!path.empty() && std::filesystem::exists(path)) {
       Predictor loaded = Predictor::load(path);
@@ -480,7 +440,7 @@ class RuntimeImpl {
       log(LogLevel::kInfo, "predictor warm-started from {} ({} shapes)", path,
           predictor_->profiled_shapes());
     } else {
-      predictor_ = std::make_unique<Predictor>(std::move(layout), o);
+      predictor_ = std::make_unique<Predictor>(std::move(layout));
     }
   }
 
@@ -554,7 +514,6 @@ class RuntimeImpl {
   std::unique_ptr<Predictor> predictor_;
   std::unordered_map<ShapeKey, double, ShapeKeyHash> margin_extra_;
   std::unordered_set<ShapeKey, ShapeKeyHash> remeasure_;
-  Shape measured_min_, measured_max_;  // the range of the shapes measured, per dim
   StepReport last_;
   RuntimeStats stats_;
 };
