@@ -20,11 +20,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "allocator/device_pools.h"
 #include "monet/allocator.h"
 #include "monet/bytes.h"
 #include "monet/errors.h"
 #include "monet/runtime.h"
+#include "progress.h"
+#include "workloads/harness.h"
 #include "workloads/workloads.h"
 
 namespace {
@@ -98,116 +99,36 @@ Flags parse(int argc, char** argv) {
   return f;
 }
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 std::size_t physical_memory() {
   return static_cast<std::size_t>(::sysconf(_SC_PHYS_PAGES)) *
          static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 }
 
-// One line, rewritten in place on a terminal; every tenth of the run otherwise.
-class Progress {
- public:
-  Progress(const std::string& label, int total, bool quiet)
-      : label_(label), total_(total), quiet_(quiet), tty_(::isatty(STDERR_FILENO) != 0) {}
-
-  void update(int done, double seconds, const std::string& detail) {
-    if (quiet_) return;
-    const bool milestone = done == total_ || done % std::max(1, total_ / 10) == 0;
-    if (!tty_ && !milestone) return;
-    const int width = 24;
-    const int filled = width * done / total_;
-    std::string bar(static_cast<std::size_t>(filled), '=');
-    if (filled < width) bar += '>';
-    bar.resize(width, ' ');
-    std::fprintf(stderr, "%s%-9s [%s] %4d/%d %6.1f it/s  %s%s", tty_ ? "\r\033[K" : "",
-                 label_.c_str(), bar.c_str(), done, total_, done / std::max(seconds, 1e-9),
-                 detail.c_str(), tty_ && done < total_ ? "" : "\n");
-    std::fflush(stderr);
-  }
-
- private:
-  std::string label_;
-  int total_;
-  bool quiet_;
-  bool tty_;
-};
-
-struct RunResult {
-  double seconds = 0.0;
-  std::size_t peak_reserved = 0;
-  monet::RuntimeStats stats;
-};
-
-RunResult train(const monet::workloads::Workload& w, const Flags& flags, int steps,
-                const monet::Options& options, const std::string& label) {
-  monet::CachingAllocator& pool = monet::pools::cpu();
-  pool.release_cached();
-  pool.reset_peaks();
-  auto model = w.make_model(flags.seed);
-  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
-  monet::Runtime rt(model, options);
-  Progress progress(label, steps, flags.json);
-  const double start = now();
-  for (int i = 0; i < steps; ++i) {
-    const monet::workloads::Batch b = w.batch(flags.seed, i);
-    optimizer.zero_grad();
-    const torch::Tensor loss =
-        rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
-    optimizer.step();
-    const monet::StepReport& r = rt.last_step();
+monet::workloads::TrainResult train(const monet::workloads::Workload& w, const Flags& flags,
+                                    int steps, const monet::Options& options,
+                                    const std::string& label) {
+  const monet::tools::Progress progress(label, steps, flags.json);
+  const torch::Device device = monet::workloads::default_device();
+  monet::CachingAllocator& pool = monet::workloads::pool_for(device);
+  const auto start = std::chrono::steady_clock::now();
+  monet::workloads::TrainSpec spec;
+  spec.steps = steps;
+  spec.seed = flags.seed;
+  spec.device = device;
+  spec.on_step = [&](int i, const monet::workloads::Batch& b, const monet::StepReport& r,
+                     double loss) {
     const std::string how = options.budget_bytes == 0 ? "no budget"
                             : r.profiled              ? "measured+planned"
                             : r.plan_from_cache       ? "plan cached"
                                                       : "planned";
+    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     progress.update(
-        i + 1, now() - start,
-        fmt::format("shape {:<9} {:<16} loss {:.3f}  peak {} / {}", w.shape_of(b), how,
-                    loss.item<double>(), monet::format_bytes(pool.stats().peak_reserved_bytes),
+        i + 1, elapsed.count(),
+        fmt::format("shape {:<9} {:<16} loss {:.3f}  peak {} / {}", w.shape_of(b), how, loss,
+                    monet::format_bytes(pool.stats().peak_reserved_bytes),
                     options.budget_bytes ? monet::format_bytes(options.budget_bytes) : "-"));
-  }
-  RunResult result;
-  result.seconds = now() - start;
-  result.peak_reserved = pool.stats().peak_reserved_bytes;
-  result.stats = rt.stats();
-  return result;
-}
-
-// The unconstrained peak: one step at the largest input, no budget.
-std::size_t unconstrained_peak(const monet::workloads::Workload& w, std::uint64_t seed) {
-  monet::CachingAllocator& pool = monet::pools::cpu();
-  pool.release_cached();
-  pool.reset_peaks();
-  monet::Options none;
-  auto model = w.make_model(seed);
-  monet::Runtime rt(model, none);
-  const auto b = w.largest_batch();
-  rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
-  return pool.stats().peak_reserved_bytes;
-}
-
-// The least budget monet can plan the largest batch in under `options`' strategy, when `budget`
-// is below it; 0 when `budget` is enough. One step on a throwaway model.
-std::size_t least_budget_above(const monet::workloads::Workload& w, std::uint64_t seed,
-                               monet::Options options, std::size_t budget) {
-  options.budget_bytes = static_cast<std::int64_t>(budget);
-  std::size_t least = 0;
-  {
-    auto model = w.make_model(seed);
-    monet::Runtime rt(model, options);
-    const auto b = w.largest_batch();
-    try {
-      rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
-    } catch (const monet::InfeasibleBudgetError& e) {
-      least = static_cast<std::size_t>(e.min_feasible_bytes);
-    }
-  }
-  monet::CachingAllocator& pool = monet::pools::cpu();
-  pool.set_budget_bytes(0);
-  pool.release_cached();
-  return least;
+  };
+  return monet::workloads::train(w, options, spec);
 }
 
 int run(const Flags& flags) {
@@ -236,9 +157,10 @@ int run(const Flags& flags) {
   const std::string largest = w->shape_of(w->largest_batch());
 
   std::size_t peak = 0;
-  RunResult baseline;
+  monet::workloads::TrainResult baseline;
   if (flags.baseline) {
-    peak = unconstrained_peak(*w, flags.seed);
+    peak = monet::workloads::unconstrained_peak(*w, flags.seed, monet::workloads::default_device())
+               .reserved_bytes;
     monet::Options none = options;
     none.budget_bytes = 0;
     baseline = train(*w, flags, steps, none, "baseline");
@@ -248,7 +170,11 @@ int run(const Flags& flags) {
     // The default: half the unconstrained peak, or, where monet cannot plan the largest batch in
     // that (a CNN whose stages are whole residual blocks), the least budget it can.
     budget = peak / 2;
-    if (const std::size_t least = least_budget_above(*w, flags.seed, options, budget); least > 0) {
+    monet::Options probe = options;
+    probe.budget_bytes = static_cast<std::int64_t>(budget);
+    if (const auto least = static_cast<std::size_t>(monet::workloads::least_budget_above(
+            *w, flags.seed, probe, monet::workloads::default_device()));
+        least > 0) {
       // 15% above it: the least plan runs at the edge, where the memory model's errors tell.
       budget = least + least * 15 / 100;
       budget_note = fmt::format(
@@ -267,7 +193,7 @@ int run(const Flags& flags) {
                  budget_note.c_str());
   }
   options.budget_bytes = static_cast<std::int64_t>(budget);
-  const RunResult monet_run = train(*w, flags, steps, options, "monet");
+  const monet::workloads::TrainResult monet_run = train(*w, flags, steps, options, "monet");
   const double overhead =
       flags.baseline ? monet_run.seconds / baseline.seconds - 1.0 : std::nan("");
 

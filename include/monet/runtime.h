@@ -48,7 +48,8 @@ struct Options {
   Strategy strategy = Strategy::kMonet;
   // Fraction of the budget plans leave free for what the memory model does not count: the
   // allocator's rounding and fragmentation, the optimizer's temporaries. A batch that runs out of
-  // memory raises it by retry_margin_step for its shape (MONET_MARGIN; default 0.10).
+  // memory raises it by retry_margin_step for its shape, and shapes planned after it start from
+  // the raised margin where a plan fits with it (MONET_MARGIN; default 0.10).
   double margin = 0.10;
   double retry_margin_step = 0.10;
   // Times one batch is retried after running out of memory before the step gives up with an
@@ -70,6 +71,11 @@ struct Options {
   // mask from a seed of its own): they keep the least, but training is then no longer identical,
   // draw for draw, to the same run without monet. Default false.
   bool allow_rng_variants = false;
+  // Plan once, for the shape of the first batch that trains, and run that plan for every batch
+  // after it, whatever its shape: what a planner for one fixed input shape (MONeT, Checkmate)
+  // gives a job whose shapes vary, when the first batch is the largest. For comparisons
+  // (monet-bench's "static" strategy); default false.
+  bool plan_once = false;
 
   // The fields above from MONET_BUDGET, MONET_PLANNER, MONET_MARGIN and MONET_PREDICTOR_STATE.
   // Throws ConfigError naming the variable for a malformed value.
@@ -84,9 +90,13 @@ struct StepReport {
   int retries = 0;                       // times the batch ran out of memory and ran again
   std::int64_t planned_peak_bytes = 0;   // simulate()'s peak of the plan that ran
   std::int64_t measured_peak_bytes = 0;  // the allocator's peak of requested bytes in the step
-  std::int64_t budget_bytes = 0;         // what the plan was made for (budget less margin)
-  double plan_us = 0.0;                  // microseconds spent planning (0 on a cache hit)
-  double seconds = 0.0;                  // the whole step, measurement pass included
+  // simulate()'s peak of the plan that ran on the predictor's point estimate for this shape (no
+  // error bound added): against measured_peak_bytes, how well the predictor knew the shape.
+  // 0 when the step measured the shape, or runs without a budget.
+  std::int64_t predicted_peak_bytes = 0;
+  std::int64_t budget_bytes = 0;  // what the plan was made for (budget less margin)
+  double plan_us = 0.0;           // microseconds spent planning (0 on a cache hit)
+  double seconds = 0.0;           // the whole step, measurement pass included
   int checkpointed_stages = 0;
   int variant_stages = 0;  // stages running a non-default variant
   std::string plan;  // one letter per stage: K kept, C checkpointed; lower case: a lean variant

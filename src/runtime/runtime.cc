@@ -20,6 +20,7 @@
 #include "planner/chain_json.h"
 #include "planner/plan_cache.h"
 #include "planner/shape_key.h"
+#include "planner/simulate.h"
 #include "predictor/predictor.h"
 #include "runtime/executor.h"
 #include "runtime/profiler.h"
@@ -80,18 +81,24 @@ class RuntimeImpl {
     }
     const Shape shape = varying_shape(input);
     last_.shape = join_dims(shape);
+    // Under plan_once every batch runs the plan of the first shape that trained.
+    if (options_.plan_once && !first_shape_) first_shape_ = shape;
+    const Shape& plan_shape = options_.plan_once ? *first_shape_ : shape;
     CachingAllocator& pool = pool_for(input);
     pool.clear_marks();
     const StepRollback rollback(stages_);
     for (int attempt = 0;; ++attempt) {
       bool measuring = false;
+      std::int64_t planned_for = 0;  // the budget the plan that ran was made for
       try {
-        const PlanResult plan = plan_for(input, shape, pool, &measuring);
+        const PlanResult plan = plan_for(input, plan_shape, pool, &measuring);
+        planned_for = plan.budget_bytes;
+        last_.predicted_peak_bytes = predicted_peak(shape, plan.plan, pool);
         const Mark mark = pool.mark();
         at::Tensor loss = run_plan(stages_, plan.plan, input, anchor_);
         loss.backward();
         last_.measured_peak_bytes = static_cast<std::int64_t>(pool.peak_requested_since(mark));
-        feedback(shape, plan);
+        if (!options_.plan_once) feedback(shape, plan);
         ++stats_.steps;
         stats_.max_measured_peak_bytes =
             std::max(stats_.max_measured_peak_bytes, last_.measured_peak_bytes);
@@ -103,11 +110,18 @@ class RuntimeImpl {
         if (measuring) throw device_too_small(shape);
         ++last_.retries;
         ++stats_.retries;
-        const ShapeKey key(shape);
-        margin_extra_[key] += options_.retry_margin_step;
+        const ShapeKey key(plan_shape);
+        // Above the margin the failed plan left free (a cached plan may predate learned_extra_).
+        const auto budget = static_cast<double>(options_.budget_bytes);
+        const double failed_extra =
+            planned_for > 0 ? 1.0 - static_cast<double>(planned_for) / budget - options_.margin
+                            : 0.0;
+        double& extra = margin_extra_[key];
+        extra = std::max(extra, failed_extra) + options_.retry_margin_step;
+        learned_extra_ = std::max(learned_extra_, extra);
         cache_.erase(key);
-        exact_cache_.erase(ShapeKey(shape, 62));
-        if (attempt >= options_.max_retries) throw out_of_retries(shape);
+        exact_cache_.erase(ShapeKey(plan_shape, 62));
+        if (attempt >= options_.max_retries) throw out_of_retries(plan_shape);
         log(LogLevel::kWarn,
             "batch {} ran out of memory (attempt {} of {}); running it again with {:.0f}% of the "
             "budget left free",
@@ -213,18 +227,22 @@ class RuntimeImpl {
     return shape;
   }
 
-  double margin_for(const ShapeKey& key) const {
+  // The fraction of the budget a plan for `key` leaves free: the margin, raised by the retries of
+  // this shape and, with `learned`, by those of any shape (learned_extra_).
+  double margin_for(const ShapeKey& key, bool learned = true) const {
     auto it = margin_extra_.find(key);
-    return std::min(0.9, options_.margin + (it == margin_extra_.end() ? 0.0 : it->second));
+    double extra = it == margin_extra_.end() ? 0.0 : it->second;
+    if (learned) extra = std::max(extra, learned_extra_);
+    return std::min(0.9, options_.margin + extra);
   }
 
   // What a plan may use of the budget: all but the margin, and at least kMarginFloor kept free
   // (reserved memory grows by 2 MiB granules, which a margin of a small budget would not cover).
   static constexpr std::int64_t kMarginFloor = 2 << 20;
-  std::int64_t plan_budget(const ShapeKey& key) const {
+  std::int64_t plan_budget(const ShapeKey& key, bool learned = true) const {
     const auto budget = static_cast<double>(options_.budget_bytes);
     return static_cast<std::int64_t>(
-        budget - std::max(budget * margin_for(key), static_cast<double>(kMarginFloor)));
+        budget - std::max(budget * margin_for(key, learned), static_cast<double>(kMarginFloor)));
   }
 
   // Parameters, their gradients, the optimizer's state and the batch: everything in use now,
@@ -248,6 +266,20 @@ class RuntimeImpl {
     return x;
   }
 
+  // The plan's peak on the predictor's point estimate for `shape` (StepReport), 0 when the
+  // predictor has none.
+  std::int64_t predicted_peak(const Shape& shape, const Plan& plan, CachingAllocator& pool) const {
+    if (options_.budget_bytes == 0 || last_.profiled || !predictor_) return 0;
+    Chain chain = predictor_->predict(shape);
+    // A variant appears in predictions once profiled at enough shapes: until then a plan that
+    // runs it (made at a measured shape) has no prediction here.
+    for (std::size_t k = 0; k < chain.stages.size(); ++k) {
+      if (plan.stages[k].variant >= static_cast<int>(chain.stages[k].variants.size())) return 0;
+    }
+    chain.fixed_bytes = fixed_bytes(pool);
+    return simulate(chain, plan).peak_bytes;
+  }
+
   // Every stage kept in its default variant.
   Plan keep_all() const {
     Plan p;
@@ -267,7 +299,7 @@ class RuntimeImpl {
     const ShapeKey key(shape);
     const ShapeKey exact(shape, 62);
     const bool remeasure = remeasure_.count(exact) > 0;
-    const std::int64_t budget = plan_budget(key);
+    std::int64_t budget = plan_budget(key);
     last_.budget_bytes = budget;
     if (!remeasure) {
       const PlanResult* hit = cache_.find(key);
@@ -301,6 +333,15 @@ class RuntimeImpl {
       log(LogLevel::kDebug, "chain of shape {}: {}", join_dims(shape), chain_to_json(chain));
     }
     PlanResult plan = planner_.try_plan(chain, budget);
+    if (!plan.feasible && plan_budget(key, false) > budget) {
+      // The margin learned from other shapes' retries is a guess for this one: where no plan
+      // fits with it, plan with this shape's own.
+      budget = plan_budget(key, false);
+      last_.budget_bytes = budget;
+      const double first_us = plan.plan_us;
+      plan = planner_.try_plan(chain, budget);
+      plan.plan_us += first_us;
+    }
     ++stats_.plans_made;
     stats_.plan_seconds += plan.plan_us * 1e-6;
     last_.plan_us = plan.plan_us;
@@ -467,7 +508,7 @@ class RuntimeImpl {
     // first run fall short), with 2% more for what a new measurement of the shape may differ by,
     // rounded up to 64 KiB: a budget named here must be enough when the user sets it.
     constexpr std::int64_t kRound = 64 << 10;
-    const double kept_free = std::min(0.9, margin_for(key) + options_.retry_margin_step);
+    const double kept_free = std::min(0.9, margin_for(key, false) + options_.retry_margin_step);
     const double plan_bytes = static_cast<double>(plan.min_feasible_bytes) * 1.02;
     const double needed =
         std::max(plan_bytes / (1.0 - kept_free), plan_bytes + static_cast<double>(kMarginFloor));
@@ -512,8 +553,13 @@ class RuntimeImpl {
   std::vector<RuntimeStage> stages_;
   at::Tensor anchor_;
   std::unique_ptr<Predictor> predictor_;
-  std::unordered_map<ShapeKey, double, ShapeKeyHash> margin_extra_;
+  std::unordered_map<ShapeKey, double, ShapeKeyHash> margin_extra_;  // per shape, from retries
+  // The largest extra margin a retry has needed: shapes planned after it start there, since what
+  // the memory model does not count (fragmentation of the allocator's granules, mostly) is much
+  // the same from shape to shape. A shape no plan fits with it plans with its own margin.
+  double learned_extra_ = 0.0;
   std::unordered_set<ShapeKey, ShapeKeyHash> remeasure_;
+  std::optional<Shape> first_shape_;  // the shape every plan is for, under plan_once
   StepReport last_;
   RuntimeStats stats_;
 };

@@ -128,9 +128,35 @@ std::unique_ptr<Workload> make_resnet_workload(ResNetConfig config) {
   return std::make_unique<ResNetWorkload>(std::move(config));
 }
 
-std::unique_ptr<Workload> make_workload(const std::string& name) {
-  if (name == "transformer") return make_transformer_workload();
-  if (name == "resnet") return make_resnet_workload();
+std::unique_ptr<Workload> make_workload(const std::string& name, const std::string& size) {
+  if (size != "cpu" && size != "gpu") {
+    throw ConfigError("unknown size '" + size + "'; use cpu or gpu");
+  }
+  const bool gpu = size == "gpu";
+  if (name == "transformer") {
+    TransformerConfig c;
+    if (gpu) {
+      c.vocab = 30522;
+      c.d_model = 768;
+      c.heads = 12;
+      c.d_ff = 3072;
+      c.layers = 12;
+      c.max_seq = 512;
+      c.batch = 16;
+    }
+    return make_transformer_workload(c);
+  }
+  if (name == "resnet") {
+    ResNetConfig c;
+    if (gpu) {
+      c.widths = {64, 128, 256, 512};
+      c.blocks_per_stage = 2;
+      c.classes = 1000;
+      c.batch = 64;
+      c.sides = {160, 192, 224, 256};
+    }
+    return make_resnet_workload(c);
+  }
   throw ConfigError("unknown model '" + name + "'; use transformer or resnet");
 }
 

@@ -57,8 +57,11 @@ class Workload {
 std::unique_ptr<Workload> make_transformer_workload(TransformerConfig config = {});
 std::unique_ptr<Workload> make_resnet_workload(ResNetConfig config = {});
 
-// "transformer" or "resnet"; throws ConfigError naming the choices otherwise.
-std::unique_ptr<Workload> make_workload(const std::string& name);
+// "transformer" or "resnet" at a size: "cpu" (the configs above, whose monet-train run takes
+// about a minute on 2 cores) or "gpu" (a BERT-base-like encoder, 12 layers of width 768 on
+// sequences up to 512, batch 16; a ResNet-style CNN of widths 64 to 512 on batches of 64 images
+// of 160 to 256 pixels). Throws ConfigError naming the choices for anything else.
+std::unique_ptr<Workload> make_workload(const std::string& name, const std::string& size = "cpu");
 
 // Sequence lengths like question-answering data: most short, a long tail, some at the maximum.
 // Draws from a log-normal around max_seq / 5, clipped to [8, max_seq], 5% exactly max_seq.

@@ -5,22 +5,14 @@
 
 #include "allocator/device_pools.h"
 #include "runtime_testing.h"
+#include "workloads/harness.h"
 
 namespace monet {
 namespace {
 
-std::int64_t unconstrained_peak(const workloads::Workload& w) {
-  Options o;
-  o.budget_bytes = 0;
-  Runtime probe(w.make_model(1), o);
-  const auto big = w.largest_batch();
-  probe.step(big.input, [&](const torch::Tensor& out) { return w.loss(out, big); });
-  return probe.last_step().measured_peak_bytes;
-}
-
 void train_within(const workloads::Workload& w, double fraction, int steps) {
   install();
-  const std::int64_t peak = unconstrained_peak(w);
+  const std::int64_t peak = workloads::unconstrained_peak(w, 1).in_use_bytes;
   CachingAllocator& pool = pools::cpu();
   pool.release_cached();
   Options o;

@@ -4,6 +4,7 @@
 #include "allocator/device_pools.h"
 #include "monet/errors.h"
 #include "runtime_testing.h"
+#include "workloads/harness.h"
 
 namespace monet {
 namespace {
@@ -25,15 +26,7 @@ TEST_P(GradientsTest, EqualWithAndWithoutMonet) {
   auto reference = w->make_model(1);
   auto model = w->make_model(1);
   // Unconstrained peak at the largest batch, to set a budget that forces checkpoints.
-  std::int64_t peak = 0;
-  {
-    Options o;
-    o.budget_bytes = 0;
-    Runtime probe(w->make_model(1), o);
-    const auto big = w->largest_batch();
-    probe.step(big.input, [&](const torch::Tensor& out) { return w->loss(out, big); });
-    peak = probe.last_step().measured_peak_bytes;
-  }
+  const std::int64_t peak = workloads::unconstrained_peak(*w, 1).in_use_bytes;
   Options o;
   o.strategy = c.strategy;
   const bool budgeted = c.strategy != Strategy::kNone && c.strategy != Strategy::kAll &&
@@ -45,15 +38,10 @@ TEST_P(GradientsTest, EqualWithAndWithoutMonet) {
   if (budgeted) {
     // A strategy whose least feasible plan is above that share (greedy, on the CNN) runs at its
     // least budget, which the error names.
-    Runtime probe(w->make_model(1), o);
-    const auto big = w->largest_batch();
-    try {
-      probe.step(big.input, [&](const torch::Tensor& out) { return w->loss(out, big); });
-    } catch (const InfeasibleBudgetError& e) {
-      // Plus 5%: the reference model's gradients share the pool with the runtime under test.
-      o.budget_bytes = e.min_feasible_bytes * 21 / 20;
+    // Plus 5%: the reference model's gradients share the pool with the runtime under test.
+    if (const std::int64_t least = workloads::least_budget_above(*w, 1, o); least > 0) {
+      o.budget_bytes = least * 21 / 20;
     }
-    pools::cpu().release_cached();
   }
   Runtime rt(model, o);
   int checkpointed = 0, lean = 0;

@@ -1,0 +1,106 @@
+#include "workloads/harness.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "allocator/device_pools.h"
+#include "monet/planner.h"
+
+namespace monet::workloads {
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+Batch to_device(const Batch& b, const torch::Device& device) {
+  if (device.is_cpu()) return b;
+  return Batch{b.input.to(device), b.targets.to(device)};
+}
+
+torch::nn::Sequential model_on(const Workload& w, std::uint64_t seed, const torch::Device& device) {
+  torch::nn::Sequential model = w.make_model(seed);
+  if (!device.is_cpu()) model->to(device);
+  return model;
+}
+
+}  // namespace
+
+CachingAllocator& pool_for(const torch::Device& device) {
+  return device.is_cuda() ? pools::cuda(device.has_index() ? device.index() : 0) : pools::cpu();
+}
+
+torch::Device default_device() {
+  return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+}
+
+PeakProbe unconstrained_peak(const Workload& w, std::uint64_t seed, const torch::Device& device) {
+  CachingAllocator& pool = pool_for(device);
+  pool.release_cached();
+  pool.reset_peaks();
+  Options none;
+  none.budget_bytes = 0;
+  PeakProbe probe;
+  {
+    Runtime rt(model_on(w, seed, device), none);
+    const Batch b = to_device(w.largest_batch(), device);
+    rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
+    probe.in_use_bytes = rt.last_step().measured_peak_bytes;
+  }
+  probe.reserved_bytes = pool.stats().peak_reserved_bytes;
+  pool.release_cached();
+  return probe;
+}
+
+std::int64_t least_budget_above(const Workload& w, std::uint64_t seed, const Options& options,
+                                const torch::Device& device) {
+  CachingAllocator& pool = pool_for(device);
+  pool.release_cached();
+  std::int64_t least = 0;
+  {
+    Runtime rt(model_on(w, seed, device), options);
+    const Batch b = to_device(w.largest_batch(), device);
+    try {
+      rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
+    } catch (const InfeasibleBudgetError& e) {
+      least = e.min_feasible_bytes;
+    }
+  }
+  pool.set_budget_bytes(0);
+  pool.release_cached();
+  return least;
+}
+
+TrainResult train(const Workload& w, const Options& options, const TrainSpec& spec) {
+  CachingAllocator& pool = pool_for(spec.device);
+  pool.set_budget_bytes(0);
+  pool.release_cached();
+  pool.reset_peaks();
+  torch::nn::Sequential model = model_on(w, spec.seed, spec.device);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  Runtime rt(model, options);
+  if (spec.start_with_largest) {
+    const Batch b = to_device(w.largest_batch(), spec.device);
+    rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
+  }
+  TrainResult result;
+  if (spec.before_steps) spec.before_steps();
+  const double start = now();
+  for (int i = 0; i < spec.steps; ++i) {
+    const Batch b = to_device(w.batch(spec.seed, i), spec.device);
+    optimizer.zero_grad();
+    const torch::Tensor loss =
+        rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
+    optimizer.step();
+    const StepReport& r = rt.last_step();
+    result.peak_in_use = std::max(result.peak_in_use, r.measured_peak_bytes);
+    ++result.steps_done;
+    if (spec.on_step) spec.on_step(i, b, r, loss.item<double>());
+  }
+  result.seconds = now() - start;
+  result.peak_reserved = pool.stats().peak_reserved_bytes;
+  result.stats = rt.stats();
+  return result;
+}
+
+}  // namespace monet::workloads

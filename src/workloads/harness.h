@@ -1,0 +1,67 @@
+// Training a built-in workload under monet::Runtime, as monet-train, monet-bench and the runtime's
+// tests do: the unconstrained peak a budget is a share of, the least budget a strategy can plan
+// the largest batch in, and a run of N steps from fixed weights on a fixed stream of batches.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "allocator/caching_allocator.h"
+#include "monet/runtime.h"
+#include "workloads/workloads.h"
+
+namespace monet::workloads {
+
+// The pool monet's allocator serves `device`'s tensors from (CPU, or a CUDA device).
+CachingAllocator& pool_for(const torch::Device& device);
+
+// The device monet-train and monet-bench train on: the first CUDA device when LibTorch has one,
+// the CPU otherwise.
+torch::Device default_device();
+
+// One step on the largest batch with every stage kept and no budget, on a throwaway model.
+struct PeakProbe {
+  std::int64_t in_use_bytes = 0;   // the allocator's peak of requested bytes in the step
+  std::size_t reserved_bytes = 0;  // its peak of reserved bytes (what a budget caps)
+};
+PeakProbe unconstrained_peak(const Workload& w, std::uint64_t seed,
+                             const torch::Device& device = torch::kCPU);
+
+// The least budget, in bytes, in which a runtime with `options` can plan the largest batch, when
+// options.budget_bytes is below it (the InfeasibleBudgetError's min_feasible_bytes); 0 when it
+// is enough. One step on a throwaway model; the pool is left uncapped and emptied.
+std::int64_t least_budget_above(const Workload& w, std::uint64_t seed, const Options& options,
+                                const torch::Device& device = torch::kCPU);
+
+// What one training run is.
+struct TrainSpec {
+  int steps = 0;           // timed steps, on batches 0..steps-1 of the stream of `seed`
+  std::uint64_t seed = 1;  // of the weights and the batches
+  torch::Device device = torch::kCPU;
+  // Before the timed steps, one untimed step on the largest batch (forward and backward, no
+  // optimizer step: the timed steps start from the same weights): the shape a static plan is
+  // made for, and the same start for every run it is compared with.
+  bool start_with_largest = false;
+  // Called once, right before the first timed step.
+  std::function<void()> before_steps;
+  // Called after each timed step: its index, the batch, the step's report, the loss.
+  std::function<void(int, const Batch&, const StepReport&, double)> on_step;
+};
+
+struct TrainResult {
+  double seconds = 0.0;           // the timed steps, wall clock
+  std::size_t peak_reserved = 0;  // the pool's peak of reserved bytes over the whole run
+  std::int64_t peak_in_use = 0;   // the largest StepReport::measured_peak_bytes
+  RuntimeStats stats;             // the runtime's totals, the untimed step included
+  int steps_done = 0;             // timed steps that completed
+};
+
+// Trains a fresh model of `w` (weights from spec.seed) with SGD (lr 0.01, momentum 0.9) under a
+// Runtime with `options`, from an empty pool with its peaks reset. The pool keeps
+// options.budget_bytes as its cap afterwards (0: none). An InfeasibleBudgetError escapes.
+TrainResult train(const Workload& w, const Options& options, const TrainSpec& spec);
+
+}  // namespace monet::workloads

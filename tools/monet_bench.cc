@@ -1,0 +1,550 @@
+// monet-bench: every strategy, budget and workload side by side in one process, on the same
+// batches from the same weights, as ratios against the run without a budget.
+//
+//   monet-bench [--model transformer|resnet|all] [--strategies LIST] [--budgets LIST]
+//               [--steps N] [--quick] [--size cpu|gpu] [--json] [--out DIR] [--seed S]
+//
+// Per workload: the unconstrained peak at the largest input (what the budgets are shares of),
+// the baseline without a budget (run first and last, its mean is what overheads are against),
+// then each budget and strategy. Every run starts with one untimed step on the largest batch (a
+// static plan is made for it) and then trains the same N batches. Writes results.json,
+// overhead.svg (overhead against budget per strategy) and timeline.svg (memory within one run
+// against its budget) to --out.
+#include <fmt/format.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "monet/allocator.h"
+#include "monet/bytes.h"
+#include "monet/errors.h"
+#include "monet/runtime.h"
+#include "progress.h"
+#include "report/charts.h"
+#include "workloads/harness.h"
+#include "workloads/workloads.h"
+
+namespace {
+
+using monet::workloads::Workload;
+
+struct Flags {
+  std::vector<std::string> models = {"transformer", "resnet"};
+  std::vector<std::string> strategies = {"all", "sqrt", "static", "greedy", "dp", "monet"};
+  std::vector<int> budgets = {80, 60, 45, 33};  // percent of the unconstrained peak
+  int steps = 0;                                // 0: per model, by --quick
+  bool quick = false;
+  std::string size = "cpu";
+  bool json = false;
+  std::string out = "monet-bench-report";
+  std::uint64_t seed = 1;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  if (!problem.empty()) std::cerr << "monet-bench: " << problem << "\n";
+  std::cerr
+      << "usage: monet-bench [--model transformer|resnet|all] [--strategies LIST]\n"
+         "                   [--budgets LIST] [--steps N] [--quick] [--size cpu|gpu] [--json]\n"
+         "                   [--out DIR] [--seed S]\n"
+         "  --model M       transformer, resnet or all (default all)\n"
+         "  --strategies L  comma-separated, of all, sqrt, static, greedy, dp, monet (default\n"
+         "                  all of them); the run without a budget is always made\n"
+         "  --budgets L     comma-separated percentages of the unconstrained peak at the\n"
+         "                  largest input (default 80,60,45,33)\n"
+         "  --steps N       timed steps per run (default 150 for the transformer and 40 for\n"
+         "                  resnet; with --quick 24 and 8)\n"
+         "  --quick         fewer steps: every cell in under five minutes on 2 CPU cores\n"
+         "  --size S        cpu (default) or gpu: larger models, for a GPU\n"
+         "  --json          print the results as a JSON array instead of the table\n"
+         "  --out DIR       where results.json, overhead.svg and timeline.svg go\n"
+         "                  (default monet-bench-report)\n"
+         "  --seed S        seed of the data and the weights (default 1)\n";
+  std::exit(problem.empty() ? 0 : 2);
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+Flags parse(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (arg == "--model") {
+        const std::string m = value();
+        if (m == "all") {
+          f.models = {"transformer", "resnet"};
+        } else if (m == "transformer" || m == "resnet") {
+          f.models = {m};
+        } else {
+          usage("unknown model '" + m + "'; use transformer, resnet or all");
+        }
+      } else if (arg == "--strategies") {
+        f.strategies = split(value());
+        for (const std::string& s : f.strategies) {
+          if (s != "all" && s != "sqrt" && s != "static" && s != "greedy" && s != "dp" &&
+              s != "monet") {
+            usage("unknown strategy '" + s + "'; use all, sqrt, static, greedy, dp or monet");
+          }
+        }
+        if (f.strategies.empty()) usage("--strategies needs at least one strategy");
+      } else if (arg == "--budgets") {
+        f.budgets.clear();
+        for (const std::string& b : split(value())) {
+          const int percent = std::stoi(b);
+          if (percent <= 0 || percent > 100) {
+            usage("budget " + b + " is not a percentage from 1 to 100 of the peak");
+          }
+          f.budgets.push_back(percent);
+        }
+        if (f.budgets.empty()) usage("--budgets needs at least one percentage");
+      } else if (arg == "--steps") {
+        f.steps = std::stoi(value());
+        if (f.steps <= 0) usage("--steps must be positive");
+      } else if (arg == "--quick") {
+        f.quick = true;
+      } else if (arg == "--size") {
+        f.size = value();
+        if (f.size != "cpu" && f.size != "gpu") usage("--size is cpu or gpu");
+      } else if (arg == "--json") {
+        f.json = true;
+      } else if (arg == "--out") {
+        f.out = value();
+      } else if (arg == "--seed") {
+        f.seed = std::stoull(value());
+      } else if (arg == "--help" || arg == "-h") {
+        usage("");
+      } else {
+        usage("unknown argument " + arg);
+      }
+    } catch (const std::logic_error&) {
+      usage("bad number for " + arg);
+    }
+  }
+  return f;
+}
+
+// What one run (a cell of the table) gave.
+struct Cell {
+  std::string model;
+  std::string strategy;  // "none" for the baseline
+  int budget_percent = 0;
+  std::int64_t budget_bytes = 0;
+  bool feasible = true;
+  std::int64_t least_budget_bytes = 0;  // when infeasible: what the runtime named
+  std::string error;
+  int iterations = 0;
+  double seconds = 0.0;
+  double overhead = std::nan("");
+  std::size_t peak_bytes = 0;  // reserved, over the whole run
+  std::int64_t peak_in_use_bytes = 0;
+  monet::RuntimeStats stats;
+  double predictor_error = std::nan("");  // mean |predicted - measured| / measured step peak
+  double predictor_error_max = std::nan("");
+  int predicted_steps = 0;
+
+  double cache_hit_rate() const {
+    const auto looked_up = static_cast<double>(stats.cache_hits + stats.plans_made);
+    return looked_up > 0 ? static_cast<double>(stats.cache_hits) / looked_up : std::nan("");
+  }
+  double plan_us() const {
+    return stats.plans_made > 0 ? 1e6 * stats.plan_seconds / static_cast<double>(stats.plans_made)
+                                : std::nan("");
+  }
+};
+
+nlohmann::ordered_json number_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
+}
+
+nlohmann::ordered_json to_json(const Cell& c, double baseline_seconds) {
+  return {
+      {"model", c.model},
+      {"strategy", c.strategy},
+      {"budget_percent", c.budget_percent},
+      {"budget_bytes", c.budget_bytes},
+      {"feasible", c.feasible},
+      {"least_budget_bytes",
+       c.feasible ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.least_budget_bytes)},
+      {"error",
+       c.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.error)},
+      {"peak_bytes", c.peak_bytes},
+      {"peak_in_use_bytes", c.peak_in_use_bytes},
+      {"peak_over_budget", c.budget_bytes > 0 ? number_or_null(static_cast<double>(c.peak_bytes) /
+                                                               static_cast<double>(c.budget_bytes))
+                                              : nlohmann::ordered_json(nullptr)},
+      {"iterations", c.iterations},
+      {"retries", c.stats.retries},
+      {"plans", c.stats.plans_made},
+      {"cache_hits", c.stats.cache_hits},
+      {"cache_hit_rate", number_or_null(c.cache_hit_rate())},
+      {"plan_us_mean", number_or_null(c.plan_us())},
+      {"measured_shapes", c.stats.profiled_steps},
+      {"predictor_error", number_or_null(c.predictor_error)},
+      {"predictor_error_max", number_or_null(c.predictor_error_max)},
+      {"seconds", c.seconds},
+      {"baseline_seconds", baseline_seconds},
+      {"overhead", number_or_null(c.overhead)}};
+}
+
+// The memory of the training pool sampled from a thread while a run trains.
+class Sampler {
+ public:
+  explicit Sampler(monet::CachingAllocator& pool) : pool_(pool) {}
+  ~Sampler() { stop(); }
+
+  void start() {
+    start_ = std::chrono::steady_clock::now();
+    thread_ = std::thread([this] {
+      while (!done_.load()) {
+        const monet::MemoryStats s = pool_.stats();
+        const std::chrono::duration<double> t = std::chrono::steady_clock::now() - start_;
+        timeline_.seconds.push_back(t.count());
+        timeline_.in_use_bytes.push_back(static_cast<double>(s.requested_bytes));
+        timeline_.reserved_bytes.push_back(static_cast<double>(s.reserved_bytes));
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+      }
+    });
+  }
+  void stop() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  monet::report::Timeline& timeline() { return timeline_; }
+
+ private:
+  monet::CachingAllocator& pool_;
+  std::chrono::steady_clock::time_point start_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+  monet::report::Timeline timeline_;
+};
+
+class Bench {
+ public:
+  explicit Bench(Flags flags)
+      : flags_(std::move(flags)), device_(monet::workloads::default_device()) {}
+
+  int run() {
+    std::filesystem::create_directories(flags_.out);
+    nlohmann::ordered_json all = nlohmann::ordered_json::array();
+    std::vector<monet::report::Panel> panels;
+    for (const std::string& name : flags_.models) {
+      const auto w = monet::workloads::make_workload(name, flags_.size);
+      const std::vector<Cell> cells = run_workload(*w);
+      for (const Cell& c : cells) all.push_back(to_json(c, baseline_seconds_));
+      panels.push_back(panel(*w, cells));
+      if (!flags_.json) print_table(*w, cells);
+      results_.insert(results_.end(), cells.begin(), cells.end());
+    }
+    write(flags_.out + "/results.json", all.dump(2) + "\n");
+    write(flags_.out + "/overhead.svg", monet::report::line_chart_svg(panels));
+    record_timeline();
+    if (flags_.json) {
+      std::cout << all.dump(2) << std::endl;
+    } else {
+      print_verdict();
+      std::printf("\nwrote %s/results.json, overhead.svg and timeline.svg\n", flags_.out.c_str());
+    }
+    return 0;
+  }
+
+ private:
+  int steps_for(const Workload& w) const {
+    if (flags_.steps > 0) return flags_.steps;
+    const bool transformer = w.name() == "transformer";
+    if (flags_.quick) return transformer ? 24 : 8;
+    return transformer ? 150 : 40;
+  }
+
+  static monet::Options options_for(const std::string& strategy, std::int64_t budget) {
+    monet::Options o;
+    o.budget_bytes = budget;
+    if (strategy == "static") {
+      o.strategy = monet::Strategy::kMonet;
+      o.plan_once = true;
+    } else if (strategy != "none") {
+      o.strategy = monet::parse_strategy(strategy, "--strategies");
+    }
+    return o;
+  }
+
+  Cell run_cell(const Workload& w, const std::string& strategy, int percent, std::int64_t budget) {
+    Cell c;
+    c.model = w.name();
+    c.strategy = strategy;
+    c.budget_percent = percent;
+    c.budget_bytes = budget;
+    const int steps = steps_for(w);
+    const std::string label =
+        strategy == "none" ? "baseline" : fmt::format("{}@{}%", strategy, percent);
+    const monet::tools::Progress progress(fmt::format("{} {}", w.name(), label), steps,
+                                          flags_.json);
+    double error_sum = 0.0;
+    const auto start = std::chrono::steady_clock::now();
+    monet::workloads::TrainSpec spec;
+    spec.steps = steps;
+    spec.seed = flags_.seed;
+    spec.device = device_;
+    spec.start_with_largest = true;
+    spec.on_step = [&](int i, const monet::workloads::Batch& b, const monet::StepReport& r,
+                       double) {
+      c.iterations = i + 1;
+      if (r.predicted_peak_bytes > 0 && r.measured_peak_bytes > 0 && strategy != "static") {
+        const double e = std::abs(static_cast<double>(r.predicted_peak_bytes) -
+                                  static_cast<double>(r.measured_peak_bytes)) /
+                         static_cast<double>(r.measured_peak_bytes);
+        error_sum += e;
+        c.predictor_error_max = c.predicted_steps == 0 ? e : std::max(c.predictor_error_max, e);
+        ++c.predicted_steps;
+      }
+      const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+      progress.update(i + 1, elapsed.count(),
+                      fmt::format("shape {:<9} {}", w.shape_of(b), r.plan.empty() ? "" : r.plan));
+    };
+    try {
+      const monet::workloads::TrainResult r =
+          monet::workloads::train(w, options_for(strategy, budget), spec);
+      c.seconds = r.seconds;
+      c.peak_bytes = r.peak_reserved;
+      c.peak_in_use_bytes = r.peak_in_use;
+      c.stats = r.stats;
+    } catch (const monet::InfeasibleBudgetError& e) {
+      progress.finish();
+      c.feasible = false;
+      c.least_budget_bytes = e.min_feasible_bytes;
+      c.error = e.what();
+      c.peak_bytes = monet::workloads::pool_for(device_).stats().peak_reserved_bytes;
+    }
+    monet::workloads::pool_for(device_).set_budget_bytes(0);
+    if (c.predicted_steps > 0) c.predictor_error = error_sum / c.predicted_steps;
+    return c;
+  }
+
+  std::vector<Cell> run_workload(const Workload& w) {
+    const monet::workloads::PeakProbe probe =
+        monet::workloads::unconstrained_peak(w, flags_.seed, device_);
+    peak_ = probe.reserved_bytes;
+    largest_ = w.shape_of(w.largest_batch());
+    if (!flags_.json) {
+      std::fprintf(stderr, "\n%s: unconstrained peak %s at %s; %d steps per run\n",
+                   w.name().c_str(), monet::format_bytes(peak_).c_str(), largest_.c_str(),
+                   steps_for(w));
+    }
+    std::vector<Cell> cells;
+    const Cell first = run_cell(w, "none", 0, 0);
+    for (int percent : flags_.budgets) {
+      const auto budget = static_cast<std::int64_t>(static_cast<double>(peak_) * percent / 100.0);
+      for (const std::string& s : flags_.strategies)
+        cells.push_back(run_cell(w, s, percent, budget));
+    }
+    // The baseline again, last: its two runs bracket the others, and their mean is the reference.
+    const Cell last = run_cell(w, "none", 0, 0);
+    baseline_seconds_ = (first.seconds + last.seconds) / 2;
+    baseline_spread_ = std::abs(first.seconds - last.seconds) / baseline_seconds_;
+    Cell baseline = first;
+    baseline.seconds = baseline_seconds_;
+    baseline.overhead = 0.0;
+    for (Cell& c : cells) {
+      if (c.feasible) c.overhead = c.seconds / baseline_seconds_ - 1.0;
+    }
+    cells.insert(cells.begin(), baseline);
+    return cells;
+  }
+
+  monet::report::Panel panel(const Workload& w, const std::vector<Cell>& cells) const {
+    monet::report::Panel p;
+    p.title = fmt::format("{} ({} steps, peak {} at {})", w.name(), steps_for(w),
+                          monet::format_bytes(peak_), largest_);
+    p.x_label = "budget, % of the unconstrained peak";
+    p.y_label = "time overhead, %";
+    p.x_reversed = true;
+    for (const std::string& s : flags_.strategies) {
+      monet::report::Series series;
+      series.name = s;
+      for (const Cell& c : cells) {
+        if (c.strategy != s) continue;
+        series.points.push_back({static_cast<double>(c.budget_percent),
+                                 c.feasible ? 100.0 * c.overhead : std::nan("")});
+      }
+      p.series.push_back(std::move(series));
+    }
+    return p;
+  }
+
+  static std::string percent(double v, const char* format = "{:+.1f}%") {
+    return std::isfinite(v) ? fmt::format(fmt::runtime(format), 100.0 * v) : "-";
+  }
+
+  void print_table(const Workload& w, const std::vector<Cell>& cells) const {
+    std::printf(
+        "\n%s: %d steps per run, unconstrained peak %s at %s, baseline %.2f s (its two "
+        "runs %.1f%% apart)\n",
+        w.name().c_str(), steps_for(w), monet::format_bytes(peak_).c_str(), largest_.c_str(),
+        baseline_seconds_, 100.0 * baseline_spread_);
+    std::printf("  %-7s %-9s %-7s %9s %11s %7s %6s %8s %6s %8s %9s\n", "budget", "", "strategy",
+                "overhead", "peak/budget", "retries", "plans", "plan us", "cache", "measured",
+                "pred. err");
+    int shown_percent = -1;
+    for (const Cell& c : cells) {
+      if (c.strategy == "none") continue;
+      const std::string budget =
+          c.budget_percent == shown_percent ? "" : fmt::format("{}%", c.budget_percent);
+      const std::string bytes = c.budget_percent == shown_percent
+                                    ? ""
+                                    : monet::format_bytes(static_cast<std::size_t>(c.budget_bytes));
+      shown_percent = c.budget_percent;
+      if (!c.feasible) {
+        std::printf("  %-7s %-9s %-7s  infeasible: the least budget is %s (%.0f%% of the peak)\n",
+                    budget.c_str(), bytes.c_str(), c.strategy.c_str(),
+                    monet::format_bytes(static_cast<std::size_t>(c.least_budget_bytes)).c_str(),
+                    100.0 * static_cast<double>(c.least_budget_bytes) / static_cast<double>(peak_));
+        continue;
+      }
+      std::printf("  %-7s %-9s %-7s %9s %11.2f %7lld %6lld %8s %6s %8lld %9s\n", budget.c_str(),
+                  bytes.c_str(), c.strategy.c_str(), percent(c.overhead).c_str(),
+                  static_cast<double>(c.peak_bytes) / static_cast<double>(c.budget_bytes),
+                  static_cast<long long>(c.stats.retries),
+                  static_cast<long long>(c.stats.plans_made),
+                  std::isfinite(c.plan_us()) ? fmt::format("{:.0f}", c.plan_us()).c_str() : "-",
+                  percent(c.cache_hit_rate(), "{:.0f}%").c_str(),
+                  static_cast<long long>(c.stats.profiled_steps),
+                  percent(c.predictor_error, "{:.1f}%").c_str());
+    }
+  }
+
+  // The targets, read off the cells: no budget exceeded; monet the lowest overhead at
+  // every budget; at the least budget, monet's overhead at most half the static plan's.
+  void print_verdict() const {
+    std::printf("\n");
+    int exceeded = 0;
+    for (const Cell& c : results_) {
+      if (c.budget_bytes > 0 && c.feasible &&
+          c.peak_bytes > static_cast<std::size_t>(c.budget_bytes)) {
+        std::printf("  budget exceeded: %s %s at %d%%: %s over %s\n", c.model.c_str(),
+                    c.strategy.c_str(), c.budget_percent, monet::format_bytes(c.peak_bytes).c_str(),
+                    monet::format_bytes(static_cast<std::size_t>(c.budget_bytes)).c_str());
+        ++exceeded;
+      }
+    }
+    if (exceeded == 0) std::printf("  no run held more than its budget\n");
+    std::map<std::pair<std::string, int>, std::vector<const Cell*>> by_budget;
+    for (const Cell& c : results_) {
+      if (c.strategy != "none") by_budget[{c.model, c.budget_percent}].push_back(&c);
+    }
+    for (const auto& [key, group] : by_budget) {
+      const Cell* best = nullptr;
+      const Cell* monet = nullptr;
+      const Cell* fixed = nullptr;
+      for (const Cell* c : group) {
+        if (c->strategy == "monet") monet = c;
+        if (c->strategy == "static") fixed = c;
+        if (c->feasible && (best == nullptr || c->overhead < best->overhead)) best = c;
+      }
+      std::string line = fmt::format("  {} at {}%: ", key.first, key.second);
+      if (best == nullptr) {
+        line += "no strategy fits";
+      } else {
+        line += fmt::format("lowest overhead {} ({})", best->strategy, percent(best->overhead));
+        if (monet != nullptr && monet != best) {
+          line += monet->feasible ? fmt::format("; monet {}", percent(monet->overhead))
+                                  : "; monet infeasible";
+        }
+        if (monet != nullptr && fixed != nullptr && monet->feasible) {
+          line += fixed->feasible ? fmt::format("; static {}", percent(fixed->overhead))
+                                  : "; static infeasible";
+        }
+      }
+      std::printf("%s\n", line.c_str());
+    }
+  }
+
+  // One run of monet at the least budget it fitted in, sampled: the first workload's, 8 steps.
+  void record_timeline() {
+    const Cell* chosen = nullptr;
+    for (const Cell& c : results_) {
+      if (c.strategy == "monet" && c.feasible && c.model == results_.front().model &&
+          (chosen == nullptr || c.budget_percent < chosen->budget_percent)) {
+        chosen = &c;
+      }
+    }
+    if (chosen == nullptr) {
+      for (const Cell& c : results_) {
+        if (c.strategy != "none" && c.feasible && c.model == results_.front().model) chosen = &c;
+      }
+    }
+    if (chosen == nullptr) return;
+    const auto w = monet::workloads::make_workload(chosen->model, flags_.size);
+    monet::CachingAllocator& pool = monet::workloads::pool_for(device_);
+    Sampler sampler(pool);
+    monet::workloads::TrainSpec spec;
+    spec.steps = std::min(8, steps_for(*w));
+    spec.seed = flags_.seed;
+    spec.device = device_;
+    spec.start_with_largest = true;
+    spec.before_steps = [&] { sampler.start(); };
+    monet::workloads::train(*w, options_for(chosen->strategy, chosen->budget_bytes), spec);
+    sampler.stop();
+    pool.set_budget_bytes(0);
+    monet::report::Timeline& t = sampler.timeline();
+    t.title = fmt::format("{} under {} at {}% of the unconstrained peak: {} steps of varying shape",
+                          chosen->model, chosen->strategy, chosen->budget_percent, spec.steps);
+    t.budget_bytes = static_cast<double>(chosen->budget_bytes);
+    write(flags_.out + "/timeline.svg", monet::report::timeline_svg(t));
+  }
+
+  static void write(const std::string& path, const std::string& text) {
+    std::ofstream out(path);
+    out << text;
+    if (!out) throw monet::ConfigError("cannot write " + path + "; give --out a writable folder");
+  }
+
+  Flags flags_;
+  torch::Device device_;
+  std::size_t peak_ = 0;
+  std::string largest_;
+  double baseline_seconds_ = 0.0;
+  double baseline_spread_ = 0.0;
+  std::vector<Cell> results_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Flags flags = parse(argc, argv);
+  try {
+    // Budgets come from the flags: a MONET_BUDGET in the environment would cap the baseline.
+    unsetenv("MONET_BUDGET");
+    monet::install();
+    torch::set_num_threads(2);
+    return Bench(flags).run();
+  } catch (const monet::ConfigError& e) {
+    std::cerr << "monet-bench: " << e.what() << "\n";
+    return 2;
+  }
+}
