@@ -101,7 +101,9 @@ std::string overhead(double time, double baseline) {
 
 std::string stage_cell(const monet::Chain& chain, const monet::PlanResult& r, std::size_t i) {
   const monet::StagePlan& s = r.plan.stages[i];
-  std::string cell = s.checkpoint ? "ckpt" : "keep";
+  std::string cell = !s.checkpoint                                        ? "keep"
+                     : monet::starts_segment(r.plan, static_cast<int>(i)) ? "ckpt"
+                                                                          : "  ..";
   if (s.variant != 0) cell += ":" + chain.stages[i].variants[s.variant].name;
   return cell;
 }
@@ -113,7 +115,10 @@ void print_plan(const monet::Chain& chain, const monet::PlanResult& r, double ba
   for (std::size_t i = 0; i < chain.stages.size(); ++i) {
     const monet::StagePlan& s = r.plan.stages[i];
     fmt::print("{:<{}}  {:<10}  {:<20}  {:>12}\n", chain.stages[i].name, width,
-               s.checkpoint ? "checkpoint" : "keep", chain.stages[i].variants[s.variant].name,
+               !s.checkpoint                                        ? "keep"
+               : monet::starts_segment(r.plan, static_cast<int>(i)) ? "checkpoint"
+                                                                    : "  ..",
+               chain.stages[i].variants[s.variant].name,
                bytes(monet::retained_bytes(chain, r.plan, static_cast<int>(i))));
   }
   const monet::Simulation sim = monet::simulate(chain, r.plan);

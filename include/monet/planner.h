@@ -26,8 +26,8 @@ namespace monet {
 // How a plan is chosen. The names are what MONET_PLANNER and `monet-plan --strategy` accept.
 enum class Strategy {
   kNone,    // "none": keep every stage, default variants (the unbudgeted baseline)
-  kAll,     // "all": checkpoint every stage, so the whole chain is one recomputed segment
-  kSqrt,    // "sqrt": Chen et al. 2016, segments of about sqrt(L) stages, budget-oblivious
+  kAll,     // "all": checkpoint every stage, each stage a segment of its own (keeps only inputs)
+  kSqrt,    // "sqrt": Chen et al. 2016, adjacent segments of about sqrt(L) stages, budget-oblivious
   kGreedy,  // "greedy": Mimose-style, checkpoint the largest stages until the plan fits
   kDp,      // "dp": the fastest checkpoint-only plan that fits (exact dynamic program)
   kMonet,   // "monet": checkpoints and operator variants chosen jointly (the default)
@@ -47,11 +47,15 @@ Strategy strategy_from_env();
 struct StagePlan {
   bool checkpoint = false;  // false: keep what the stage saves for backward; true: recompute it
   int variant = 0;          // index into the stage's variants; 0 is the default implementation
+  // Only for a checkpointed stage that follows a checkpointed stage: true starts a new segment
+  // here instead of continuing the one before. Ignored (and left false by the planner) elsewhere.
+  bool segment_start = false;
 };
 
-// One StagePlan per stage of the chain, in order. A maximal run of consecutive checkpointed
-// stages is one segment: it keeps only its input during forward and recomputes the whole run
-// during backward.
+// One StagePlan per stage of the chain, in order. A segment is a run of consecutive checkpointed
+// stages, up to the next kept stage or the next segment_start: it keeps only its input during
+// forward and recomputes the whole run during backward. Adjacent segments (Chen et al.'s sqrt(L)
+// plan, or every stage its own segment) keep each segment's input.
 struct Plan {
   std::vector<StagePlan> stages;
 };

@@ -18,23 +18,37 @@ StrategyOutcome fixed_plan(const Chain& chain, Plan plan, std::int64_t budget_by
   return StrategyOutcome{std::move(plan), peak <= budget_bytes, peak};
 }
 
+// Checkpoints stage k as a segment of its own, as Mimose checkpoints modules one by one.
+void checkpoint_alone(Plan* plan, int k) {
+  plan->stages[static_cast<std::size_t>(k)] = StagePlan{true, 0, k > 0};
+  if (static_cast<std::size_t>(k) + 1 < plan->stages.size()) {
+    plan->stages[static_cast<std::size_t>(k) + 1].segment_start = true;
+  }
+}
+
 }  // namespace
 
 StrategyOutcome plan_none(const Chain& chain, std::int64_t budget_bytes) {
   return fixed_plan(chain, uniform_plan(chain, false), budget_bytes);
 }
 
+// Every stage checkpointed, in adjacent segments of `length` stages.
+Plan segments_of(const Chain& chain, int length) {
+  Plan plan = uniform_plan(chain, true);
+  for (std::size_t i = 0; i < plan.stages.size(); ++i) {
+    plan.stages[i].segment_start = i > 0 && i % static_cast<std::size_t>(length) == 0;
+  }
+  return plan;
+}
+
 StrategyOutcome plan_all(const Chain& chain, std::int64_t budget_bytes) {
-  return fixed_plan(chain, uniform_plan(chain, true), budget_bytes);
+  return fixed_plan(chain, segments_of(chain, 1), budget_bytes);
 }
 
 StrategyOutcome plan_sqrt(const Chain& chain, std::int64_t budget_bytes) {
   const int stages = static_cast<int>(chain.stages.size());
   const int k = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(stages))));
-  Plan plan = uniform_plan(chain, true);
-  // 1-based stages k, 2k, ... stay kept; with k = 1 (one stage) nothing is checkpointed.
-  for (int i = k; i <= stages; i += k) plan.stages[i - 1].checkpoint = false;
-  return fixed_plan(chain, std::move(plan), budget_bytes);
+  return fixed_plan(chain, segments_of(chain, k), budget_bytes);
 }
 
 StrategyOutcome plan_greedy(const Chain& chain, std::int64_t budget_bytes) {
@@ -55,7 +69,7 @@ StrategyOutcome plan_greedy(const Chain& chain, std::int64_t budget_bytes) {
   Plan least_plan = plan;
   std::size_t next = 0;
   while (peak > budget_bytes && next < order.size()) {
-    plan.stages[order[next++]].checkpoint = true;
+    checkpoint_alone(&plan, order[next++]);
     peak = costs.peak(plan);
     if (peak < least_peak) {
       least_peak = peak;
@@ -66,7 +80,7 @@ StrategyOutcome plan_greedy(const Chain& chain, std::int64_t budget_bytes) {
     // The least feasible budget is the lowest peak anywhere along the order, so finish it.
     Plan rest = plan;
     for (std::size_t k = next; k < order.size(); ++k) {
-      rest.stages[order[k]].checkpoint = true;
+      checkpoint_alone(&rest, order[k]);
       least_peak = std::min(least_peak, costs.peak(rest));
     }
     return StrategyOutcome{std::move(plan), true, least_peak};

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "planner/chain_model.h"
+
 namespace monet {
 
 BlockCosts::BlockCosts(const Chain& chain, bool default_only)
@@ -46,10 +48,8 @@ std::int64_t BlockCosts::peak(const Plan& plan) const {
       continue;
     }
     SegmentScan scan(*this, i);
-    while (i <= stages_ && plan.stages[i - 1].checkpoint) {
-      scan.extend(plan.stages[i - 1].variant);
-      ++i;
-    }
+    const int last = segment_last(plan, i - 1) + 1;
+    for (; i <= last; ++i) scan.extend(plan.stages[i - 1].variant);
     peak = std::max(peak, retained + scan.local());
     retained += scan.retained();
   }

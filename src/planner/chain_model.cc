@@ -143,8 +143,7 @@ std::int64_t retained_bytes(const Chain& chain, const Plan& plan, int index) {
   if (!stage.checkpoint) {
     return input + chain.stages[index].variants[stage.variant].saved_bytes;
   }
-  const bool starts_segment = index == 0 || !plan.stages[index - 1].checkpoint;
-  return starts_segment ? input : 0;
+  return starts_segment(plan, index) ? input : 0;
 }
 
 int checkpointed_stages(const Plan& plan) {

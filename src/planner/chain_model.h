@@ -1,6 +1,7 @@
 // Checks on a chain and on a plan's shape, and the small plans every strategy starts from.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -20,7 +21,27 @@ void validate_chain(const Chain& chain, std::string_view source = "chain");
 // index names a variant of its stage.
 void check_plan_shape(const Chain& chain, const Plan& plan);
 
-// Every stage kept (checkpoint = false) or every stage checkpointed, default variants.
+// Whether stage `index` (0-based) is checkpointed and begins a segment: the first stage, one after
+// a kept stage, or one marked segment_start.
+inline bool starts_segment(const Plan& plan, int index) {
+  const StagePlan& s = plan.stages[static_cast<std::size_t>(index)];
+  return s.checkpoint &&
+         (index == 0 || !plan.stages[static_cast<std::size_t>(index) - 1].checkpoint ||
+          s.segment_start);
+}
+// Whether stage `index` is checkpointed and in the same segment as the stage before it.
+inline bool continues_segment(const Plan& plan, int index) {
+  return plan.stages[static_cast<std::size_t>(index)].checkpoint && !starts_segment(plan, index);
+}
+// The last stage of the segment that starts at or contains stage `index` (0-based, checkpointed).
+inline int segment_last(const Plan& plan, int index) {
+  const int n = static_cast<int>(plan.stages.size());
+  while (index + 1 < n && continues_segment(plan, index + 1)) ++index;
+  return index;
+}
+
+// Every stage kept (checkpoint = false) or every stage checkpointed, default variants; every
+// stage checkpointed is one segment of the whole chain.
 Plan uniform_plan(const Chain& chain, bool checkpoint);
 
 // What stage `index` (0-based) holds from its forward until its backward under `plan`, in bytes:

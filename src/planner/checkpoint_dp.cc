@@ -147,9 +147,10 @@ bool CheckpointDp::lean_fits(int a, int b, std::int64_t limit, std::vector<int>*
   return true;
 }
 
-// need(i, side): the least headroom above fixed_bytes + P that stages i+1..L need, given that the
-// block ending at boundary i was a segment (side 1) or not. The recursion of solve() with the
-// minimum of max(local, retained + need(next)) in place of the time.
+// need(i): the least headroom above fixed_bytes + P that stages i+1..L need, whatever block ended
+// at boundary i (a segment may follow a segment as well as a kept stage, so both sides need the
+// same). The recursion of solve() with the minimum of max(local, retained + need(next)) in place
+// of the time.
 void CheckpointDp::compute_need() {
   struct Best {
     Kind kind = kKept;
@@ -159,7 +160,7 @@ void CheckpointDp::compute_need() {
   };
   need_.assign(2 * (stages_ + 1), kUnreachable);
   need_[2 * stages_] = need_[2 * stages_ + 1] = costs_.turn();
-  std::vector<Best> best_after_kept(stages_), best_after_segment(stages_);
+  std::vector<Best> best_from(stages_);
   std::vector<std::int64_t> least_saved(stages_ + 1, 0);
   for (int j = 1; j <= stages_ && !choices_.lean.empty(); ++j) {
     least_saved[j] = kUnreachable;
@@ -179,8 +180,6 @@ void CheckpointDp::compute_need() {
         arg = Best{kKept, v, i + 1, {}};
       }
     }
-    need_[2 * i + 1] = best;
-    best_after_segment[i] = arg;
     for (std::size_t l = 0; l < choices_.segment.size(); ++l) {
       SegmentScan scan(costs_, i + 1);
       for (int b = i + 1; b <= stages_; ++b) {
@@ -214,21 +213,20 @@ void CheckpointDp::compute_need() {
         arg = Best{kLean, 0, b, variants};
       }
     }
-    need_[2 * i] = best;
-    best_after_kept[i] = std::move(arg);
+    need_[2 * i] = need_[2 * i + 1] = best;
+    best_from[i] = std::move(arg);
   }
   // The least-peak plan's own segments become choices of solve(), so that it fits at
   // min_feasible_bytes() even where no layer would.
   lean_segments_.clear();
-  for (int i = 0, side = 0; i < stages_;) {
-    const Best& arg = side == 1 ? best_after_segment[i] : best_after_kept[i];
+  for (int i = 0; i < stages_;) {
+    const Best& arg = best_from[i];
     if (arg.kind == kLean) {
       SegmentScan scan(costs_, i + 1);
       for (int v : arg.variants) scan.extend(v);
       lean_segments_.push_back(
           LeanSegment{i + 1, arg.last, arg.variants, scan.local(), scan.time()});
     }
-    side = arg.kind == kKept ? 0 : 1;
     i = arg.last;
   }
   lean_by_start_.assign(stages_ + 1, {});
@@ -462,10 +460,11 @@ std::optional<DpSolution> CheckpointDp::search(std::int64_t headroom, double bou
     if (merge_.thin(kept_front, &pool_)) bucketed_ = true;
     front_start_.push_back(static_cast<std::int32_t>(pool_.size()));
 
-    if (front_begin(b - 1, 0) != front_end(b - 1, 0)) {
+    // A segment starts from either side too: after a kept stage or after another segment.
+    if (!united_.empty()) {
       std::fill_n(growth_.data() + static_cast<std::size_t>(b) * layers, layers, Growth{});
       open_.push_back(b);
-      sweep_.add_start(b, pool_, front_begin(b - 1, 0), front_end(b - 1, 0), costs_.out(b - 1));
+      sweep_.add_start(b, united_, costs_.out(b - 1));
     }
     std::size_t still_open = 0;
     for (int start : open_) {
@@ -511,17 +510,20 @@ Plan CheckpointDp::reconstruct(std::int32_t index, int boundary) const {
   plan.stages.resize(stages_);
   while (boundary > 0) {
     const DpState& s = pool_[index];
+    // A segment right after a segment starts a new one rather than continuing it.
+    const bool after_segment = s.from > 0 && pool_[s.parent].kind != kKept;
     for (int i = s.from + 1; i <= boundary; ++i) {
       StagePlan& stage = plan.stages[i - 1];
+      const bool split = after_segment && i == s.from + 1;
       switch (s.kind) {
         case kKept:
           stage = StagePlan{false, s.choice};
           break;
         case kLayer:
-          stage = StagePlan{true, choices_.segment[s.choice][i - 1]};
+          stage = StagePlan{true, choices_.segment[s.choice][i - 1], split};
           break;
         case kLean:
-          stage = StagePlan{true, lean_segments_[s.choice].variants[i - s.from - 1]};
+          stage = StagePlan{true, lean_segments_[s.choice].variants[i - s.from - 1], split};
           break;
       }
     }

@@ -1,13 +1,15 @@
 // The dynamic program over the chain (Rotor-style), exact for simulate()'s model.
 //
 // A plan is a path through blocks (block_costs.h): from boundary a - 1 either a kept stage a
-// (any allowed variant) or a segment a..b, never two segments in a row, since adjacent
-// checkpointed stages are one segment. Whether the rest of a plan fits depends only on P, what
-// the blocks so far retain, so P is the DP's memory axis. Rotor rounds P to fixed slots, which
-// costs optimality. Here the axis is discretized at the values P actually takes: each boundary
-// keeps the states that no other state beats on both P and time (the Pareto front), minus those
-// from which the rest of the chain cannot fit. Nothing is rounded, so the result is the fastest
-// plan of the choice space, exactly, and the tests check it against every plan of small chains.
+// (any allowed variant) or a segment a..b; a segment that follows a segment starts a new one
+// (StagePlan::segment_start), so the fronts after a kept stage and after a segment (the two
+// sides of a boundary) go on alike, and are kept apart only to tell the plan apart. Whether the
+// rest of a plan fits depends only on P, what the blocks so far retain, so P is the DP's memory
+// axis. Rotor rounds P to fixed slots, which costs optimality. Here the axis is discretized at the
+// values P actually takes: each boundary keeps the states that no other state beats on both P and
+// time (the Pareto front), minus those from which the rest of the chain cannot fit. Nothing is
+// rounded, so the result is the fastest plan of the choice space, exactly, and the tests check it
+// against every plan of small chains.
 //
 // Long chains can have fronts of hundreds of states, so a front larger than
 // DpOptions::max_front keeps its fastest state per P bucket (Rotor's discretization, used only
@@ -215,7 +217,7 @@ class CheckpointDp {
   std::vector<DpState>& pool_;
   std::vector<std::int32_t>& front_start_;  // 2 (L + 1) + 1 pool offsets
   std::vector<StateRun>& runs_;
-  std::vector<DpState>& united_;  // the front of both sides of a boundary, for kept stages
+  std::vector<DpState>& united_;  // the front of both sides of a boundary, for every block
   FrontMerge& merge_;
   std::vector<int>& open_;         // segment starts that may still end at a later boundary
   std::vector<LayerStep>& steps_;  // per layer and stage (0..L)

@@ -8,6 +8,7 @@
 
 #include "planner/baseline_strategies.h"
 #include "planner/block_costs.h"
+#include "planner/chain_model.h"
 #include "planner/checkpoint_dp.h"
 #include "planner/rest_bound.h"
 #include "planner/simulate.h"
@@ -21,6 +22,7 @@ constexpr int kLayerWork = 12 * 12 * 12;
 constexpr int kMinPriceLayers = 2;
 constexpr int kMaxPriceLayers = 12;
 constexpr int kTwoRoundStages = 12;  // longer chains plan in one round
+constexpr int kDeviationStages = 8;  // longer chains get no deviation layers (add_deviation_layers)
 // Nodes the branch and bound may visit per segment before it keeps the best assignment found.
 constexpr int kSegmentNodeLimit = 512;
 // A state of the joint DP costs a few times one of `dp` (a run per kept variant, more segment
@@ -165,6 +167,7 @@ class JointPlanner {
     add_layer(fastest_);
     add_layer(std::move(leanest));
     add_price_layers();
+    add_deviation_layers();
     choices.segment = layers_;
     choices.lean = segment_options_;
     dp_.emplace(costs_, std::move(choices), joint_options(stages));
@@ -315,6 +318,22 @@ class JointPlanner {
     }
   }
 
+  // For short chains, where layers are cheap: the fastest layer with one stage running another
+  // of its useful variants, for every stage and variant, so that a segment whose best mix leaves
+  // the fastest at one stage (a lean variant where the segment's peak is) is in the space.
+  void add_deviation_layers() {
+    const int stages = costs_.stages();
+    if (stages > kDeviationStages) return;
+    for (int i = 1; i <= stages; ++i) {
+      for (int v : segment_options_[i - 1]) {
+        if (v == fastest_[i - 1]) continue;
+        std::vector<int> layer = fastest_;
+        layer[i - 1] = v;
+        add_layer(std::move(layer));
+      }
+    }
+  }
+
   struct BlockSpan {
     int first;
     int last;
@@ -337,10 +356,8 @@ class JointPlanner {
       }
       SegmentScan scan(costs_, i);
       const int first = i;
-      while (i <= costs_.stages() && plan.stages[i - 1].checkpoint) {
-        scan.extend(plan.stages[i - 1].variant);
-        ++i;
-      }
+      const int last = segment_last(plan, i - 1) + 1;
+      for (; i <= last; ++i) scan.extend(plan.stages[i - 1].variant);
       spans.push_back(BlockSpan{first, i - 1, true, retained, scan.local()});
       retained += scan.retained();
     }

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "planner/chain_model.h"
+
 namespace monet {
 namespace {
 
@@ -20,6 +22,12 @@ nlohmann::ordered_json plan_object(const Chain& chain, const PlanResult& result)
     nlohmann::ordered_json stage;
     stage["name"] = chain.stages[i].name;
     stage["checkpoint"] = s.checkpoint;
+    // Only where a checkpointed stage starts a new segment right after another checkpointed
+    // stage; absent elsewhere, so that plans without adjacent segments read as DESIGN.md shows.
+    if (i > 0 && s.checkpoint && result.plan.stages[i - 1].checkpoint &&
+        starts_segment(result.plan, static_cast<int>(i))) {
+      stage["segment_start"] = true;
+    }
     stage["variant"] = chain.stages[i].variants[s.variant].name;
     stages.push_back(std::move(stage));
   }

@@ -20,13 +20,12 @@ void SegmentSweep::reset(int stages, int options) {
   cursor_.assign(starts, 0);
 }
 
-void SegmentSweep::add_start(int start, const std::vector<DpState>& pool, std::int32_t begin,
-                             std::int32_t end, std::int64_t input) {
-  for (std::int32_t k = begin; k < end; ++k) {
-    added_.push_back(Point{pool[k].retained + input, pool[k].time, start, k});
-    fastest_[start] = std::min(fastest_[start], pool[k].time);
+void SegmentSweep::add_start(int start, const std::vector<DpState>& front, std::int64_t input) {
+  for (const DpState& state : front) {
+    added_.push_back(Point{state.retained + input, state.time, start, state.parent});
+    fastest_[start] = std::min(fastest_[start], state.time);
   }
-  if (begin < end) least_retained_[start] = pool[begin].retained + input;
+  if (!front.empty()) least_retained_[start] = front.front().retained + input;
 }
 
 void SegmentSweep::sweep(double cutoff, std::vector<DpState>* pool) {

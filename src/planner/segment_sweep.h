@@ -1,12 +1,13 @@
 // The segments of CheckpointDp that end at one boundary, all in one pass.
 //
-// A segment a..b takes a state of front(a - 1, 0) (P, time) to (P + o(a-1), time + its time). Call
-// P + o(a-1) the state's key: it does not depend on where the segment ends. So the states of every
-// open segment start are kept in one list sorted by key, and the front of the segments that end at
-// boundary b is a single walk down that list: each state takes the fastest segment option of its
-// start that its room admits (options are fastest first with rising limits on the key, so a
-// cursor per start moves forward only), and is kept when it is faster than every state before it.
-// This replaces merging one run of candidates per start, which cost several times as much.
+// A segment a..b takes a state of boundary a - 1 (P, time), after a kept stage or a segment, to
+// (P + o(a-1), time + its time). Call P + o(a-1) the state's key: it does not depend on where the
+// segment ends. So the states of every open segment start are kept in one list sorted by key, and
+// the front of the segments that end at boundary b is a single walk down that list: each state
+// takes the fastest segment option of its start that its room admits (options are fastest first
+// with rising limits on the key, so a cursor per start moves forward only), and is kept when it is
+// faster than every state before it. This replaces merging one run of candidates per start, which
+// cost several times as much.
 //
 // A state whose candidate a state of a later start beats, with room to spare at every boundary
 // from here on, can never be of use again and leaves the list (drop_beaten).
@@ -38,10 +39,10 @@ class SegmentSweep {
 
   // Forgets every start, for a chain of `stages` stages and at most `options` options per start.
   void reset(int stages, int options);
-  // Adds the states pool[begin, end) of front(start - 1, 0) as `start`'s points; they join the
-  // list at the next sweep().
-  void add_start(int start, const std::vector<DpState>& pool, std::int32_t begin, std::int32_t end,
-                 std::int64_t input);
+  // Adds the states of `front`, the front of boundary start - 1 (both sides, sorted by P, each
+  // state's `parent` its index in the pool: FrontMerge::unite), as `start`'s points; they join
+  // the list at the next sweep().
+  void add_start(int start, const std::vector<DpState>& front, std::int64_t input);
 
   // A start's points after the last sweep: none, the least key and the least time.
   bool empty(int start) const { return least_retained_[start] == kNone; }

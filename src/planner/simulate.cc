@@ -27,7 +27,7 @@ class Walk {
         continue;
       }
       int first = k;
-      while (checkpointed(first - 1)) --first;
+      while (continues_segment(plan_, first)) --first;
       for (int j = first; j <= k; ++j) recompute(j);
       live_ -= out(k);  // the recomputed segment output: backward starts from dx(b) instead
       for (int j = k; j >= first; --j) backward(j);
@@ -57,7 +57,7 @@ class Walk {
     live_ += c.out_bytes + (checkpointed(k) ? 0 : c.saved_bytes);
     high_point(SimPhase::kForward, k, live_ + c.fwd_peak);
     // Inside a segment the input is dropped once used: only the segment's first input is kept.
-    if (checkpointed(k) && checkpointed(k - 1)) live_ -= out(k - 1);
+    if (continues_segment(plan_, k)) live_ -= out(k - 1);
     sim_.time += c.fwd_time;
   }
 

@@ -6,8 +6,8 @@
 // x(i) is stage i's output and x(0) the input batch, which the chain does not count (the runtime
 // includes it in fixed_bytes). For stage i running its planned variant: o(i) = out_bytes,
 // s(i) = saved_bytes, f(i) = fwd_peak, b(i) = bwd_peak; o(0) = 0. dx(i) is the gradient of x(i),
-// o(i) bytes. A segment is a maximal run a..b of consecutive checkpointed stages; every other
-// stage is kept. Live bytes always include fixed_bytes.
+// o(i) bytes. A segment is a run a..b of consecutive checkpointed stages (Plan: it ends before a
+// kept stage or a segment_start); every other stage is kept. Live bytes always include fixed_bytes.
 //
 // What each stage retains from its forward until its backward:
 //   kept stage i                      x(i-1) and its saved bytes          o(i-1) + s(i)

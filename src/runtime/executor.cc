@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "planner/chain_model.h"
 #include "runtime/checkpoint.h"
 
 namespace monet {
@@ -21,8 +22,7 @@ at::Tensor run_plan(const std::vector<RuntimeStage>& stages, const Plan& plan,
       ++k;
       continue;
     }
-    int last = k;
-    while (last + 1 < n && plan.stages[last + 1].checkpoint) ++last;
+    const int last = segment_last(plan, k);
     std::vector<OpMode> modes;
     for (int j = k; j <= last; ++j) modes.push_back(mode_of(j));
     x = run_checkpointed(stages, k, last, modes, x, anchor);
@@ -34,7 +34,9 @@ at::Tensor run_plan(const std::vector<RuntimeStage>& stages, const Plan& plan,
 std::string describe_plan(const Plan& plan) {
   std::string out;
   for (const StagePlan& s : plan.stages) {
-    char c = s.checkpoint ? 'C' : 'K';
+    const std::size_t k = out.size();
+    const bool splits = k > 0 && plan.stages[k - 1].checkpoint && s.segment_start;
+    char c = !s.checkpoint ? 'K' : splits ? 'S' : 'C';
     if (s.variant != 0) c = static_cast<char>(c - 'A' + 'a');
     out.push_back(c);
   }

@@ -16,7 +16,8 @@ namespace monet {
 at::Tensor run_plan(const std::vector<RuntimeStage>& stages, const Plan& plan,
                     const at::Tensor& input, const at::Tensor& anchor);
 
-// "KKCCk": one letter per stage, K kept or C checkpointed, lower case for a non-default variant.
+// "KKCCSk": one letter per stage, K kept, C checkpointed, S checkpointed and starting a new
+// segment right after another; lower case for a non-default variant.
 std::string describe_plan(const Plan& plan);
 
 }  // namespace monet

@@ -30,12 +30,43 @@ TEST(Baselines, NoneKeepsAndAllCheckpointsEverything) {
   EXPECT_EQ(checkpointed_stages(all.plan), 7);
 }
 
-TEST(Baselines, SqrtKeepsEveryKthStage) {
+TEST(Baselines, SqrtCutsTheChainIntoSegmentsOfK) {
   const StrategyOutcome nine = plan_sqrt(chain_of(9, 42), 1 << 30);  // k = 3
-  for (int i = 0; i < 9; ++i) EXPECT_EQ(nine.plan.stages[i].checkpoint, (i + 1) % 3 != 0) << i;
-  const StrategyOutcome ten = plan_sqrt(chain_of(10, 43), 1 << 30);  // k = 4: keeps 4 and 8
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(ten.plan.stages[i].checkpoint, (i + 1) % 4 != 0) << i;
-  EXPECT_FALSE(plan_sqrt(chain_of(1, 44), 1 << 30).plan.stages[0].checkpoint);
+  for (int i = 0; i < 9; ++i) {
+    EXPECT_TRUE(nine.plan.stages[i].checkpoint) << i;
+    EXPECT_EQ(starts_segment(nine.plan, i), i % 3 == 0) << i;
+  }
+  const StrategyOutcome ten = plan_sqrt(chain_of(10, 43), 1 << 30);  // k = 4: 4 + 4 + 2
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(starts_segment(ten.plan, i), i % 4 == 0) << i;
+  EXPECT_EQ(segment_last(ten.plan, 8), 9);
+  // Each segment keeps only its input: the forward retains the segment inputs, nothing else.
+  const Chain chain = chain_of(9, 45);
+  std::int64_t inputs = 0;
+  for (int i = 3; i < 9; i += 3) inputs += chain.stages[i - 1].variants[0].out_bytes;
+  std::int64_t retained = 0;
+  for (int i = 0; i < 9; ++i) retained += retained_bytes(chain, nine.plan, i);
+  EXPECT_EQ(retained, inputs);
+}
+
+TEST(Baselines, AllMakesEveryStageASegment) {
+  const Chain chain = chain_of(6, 46);
+  const StrategyOutcome all = plan_all(chain, 1 << 30);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_TRUE(starts_segment(all.plan, i)) << i;
+    EXPECT_EQ(segment_last(all.plan, i), i) << i;
+  }
+}
+
+TEST(Baselines, GreedyCheckpointsStagesOneByOne) {
+  for (int trial = 0; trial < 20; ++trial) {
+    const Chain chain = chain_of(2 + trial, 300 + trial);
+    const StrategyOutcome greedy = plan_greedy(chain, 0);
+    for (int i = 0; i < static_cast<int>(chain.stages.size()); ++i) {
+      if (greedy.plan.stages[i].checkpoint) {
+        EXPECT_EQ(segment_last(greedy.plan, i), i) << i;
+      }
+    }
+  }
 }
 
 TEST(Baselines, GreedyFitsFromItsLeastFeasibleBudget) {

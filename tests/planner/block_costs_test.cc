@@ -12,11 +12,12 @@ namespace {
 
 Plan random_plan(std::mt19937_64& rng, const Chain& chain, bool default_only) {
   Plan plan;
-  std::bernoulli_distribution checkpoint(0.5);
+  std::bernoulli_distribution checkpoint(0.5), split(0.3);
   for (const Stage& s : chain.stages) {
     const int variants = default_only ? 1 : static_cast<int>(s.variants.size());
-    plan.stages.push_back(
-        StagePlan{checkpoint(rng), std::uniform_int_distribution<int>(0, variants - 1)(rng)});
+    plan.stages.push_back(StagePlan{checkpoint(rng),
+                                    std::uniform_int_distribution<int>(0, variants - 1)(rng),
+                                    split(rng)});  // adjacent segments too
   }
   return plan;
 }

@@ -103,12 +103,11 @@ class BlockSearch {
         const BlockCosts::Block k = costs_.kept(i + 1, v);
         best = std::min(best, std::max(k.local, k.retained + need_[i + 1][0]));
       }
-      need_[i][1] = best;
       for (int b = i + 1; b <= stages_; ++b) {
         const std::int64_t least_local = fronts_[i + 1][b].back().local;
         best = std::min(best, std::max(least_local, costs_.out(i) + need_[b][1]));
       }
-      need_[i][0] = best;
+      need_[i] = {best, best};  // a segment may follow a segment: both sides need the same
     }
   }
 
@@ -126,13 +125,13 @@ class BlockSearch {
       plan_.stages[i] = StagePlan{false, v};
       search(i + 1, false, retained + k.retained, time + k.time);
     }
-    if (after_segment) return;
     for (int b = i + 1; b <= stages_; ++b) {
       for (const SegmentPoint& p : fronts_[i + 1][b]) {
         if (retained + p.local > headroom_) continue;
         for (int j = i + 1; j <= b; ++j)
           plan_.stages[j - 1] =
-              StagePlan{true, static_cast<int>(p.variants >> (4 * (j - i - 1)) & 15)};
+              StagePlan{true, static_cast<int>(p.variants >> (4 * (j - i - 1)) & 15),
+                        j == i + 1 && after_segment};
         search(b, true, retained + costs_.out(i), time + p.time);
         break;  // the fastest assignment that fits is the only one worth trying
       }
@@ -154,9 +153,12 @@ class BlockSearch {
 
 Optimum brute_force_optimum(const Chain& chain, std::int64_t budget_bytes, bool default_only) {
   const int stages = static_cast<int>(chain.stages.size());
-  std::vector<int> choices(stages);  // 2 * variants per stage: checkpoint bit, then variant
+  // 3 * variants per stage: kept, checkpointed, or checkpointed starting a new segment (which
+  // differs from checkpointed only after a checkpointed stage); then the variant.
+  std::vector<int> choices(stages);
   for (int i = 0; i < stages; ++i) {
-    choices[i] = 2 * (default_only ? 1 : static_cast<int>(chain.stages[i].variants.size()));
+    choices[i] =
+        (i == 0 ? 2 : 3) * (default_only ? 1 : static_cast<int>(chain.stages[i].variants.size()));
   }
   std::vector<int> digit(stages, 0);
   Plan plan;
@@ -164,7 +166,11 @@ Optimum brute_force_optimum(const Chain& chain, std::int64_t budget_bytes, bool 
   Plan best;
   double best_time = std::numeric_limits<double>::infinity();
   while (true) {
-    for (int i = 0; i < stages; ++i) plan.stages[i] = StagePlan{digit[i] % 2 == 1, digit[i] / 2};
+    for (int i = 0; i < stages; ++i) {
+      const int kinds = i == 0 ? 2 : 3;
+      const int kind = digit[i] % kinds;
+      plan.stages[i] = StagePlan{kind >= 1, digit[i] / kinds, kind == 2};
+    }
     const Simulation sim = simulate(chain, plan);
     if (sim.peak_bytes <= budget_bytes && sim.time < best_time) {
       best_time = sim.time;

@@ -1,5 +1,6 @@
 // The true optimum, for judging the planner: the fastest plan within a budget over every plan
-// (every checkpoint choice and, unless default_only, every variant of every stage).
+// (every checkpoint choice, every way to split checkpointed runs into segments and, unless
+// default_only, every variant of every stage).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,8 @@ struct Optimum {
   Plan plan;
 };
 
-// Tries all (2 * variants)^L plans through simulate(): the plain definition, for small chains.
+// Tries every plan through simulate() (kept, checkpointed, or checkpointed starting a new segment,
+// times every variant, per stage): the plain definition, for small chains.
 Optimum brute_force_optimum(const Chain& chain, std::int64_t budget_bytes, bool default_only);
 
 // The same optimum, faster: a depth-first search over blocks (block_costs.h) that keeps, for each

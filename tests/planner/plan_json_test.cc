@@ -47,6 +47,20 @@ TEST(PlanJson, TheFormatOfDesignMd) {
                                 R"({"name": "b", "checkpoint": true, "variant": "lean"})"));
 }
 
+TEST(PlanJson, MarksOnlyTheStagesThatSplitARunOfCheckpoints) {
+  Chain chain = chain_of_two();
+  chain.stages.push_back(chain.stages[1]);
+  chain.stages.back().name = "c";
+  PlanResult r = sample_result();
+  r.plan.stages = {StagePlan{true, 0}, StagePlan{true, 1, true}, StagePlan{true, 0}};
+  const auto j = nlohmann::ordered_json::parse(plan_to_json(chain, r));
+  EXPECT_FALSE(j["stages"][0].contains("segment_start"));
+  EXPECT_EQ(j["stages"][1], nlohmann::ordered_json::parse(
+                                R"({"name": "b", "checkpoint": true, "segment_start": true,
+                                    "variant": "lean"})"));
+  EXPECT_FALSE(j["stages"][2].contains("segment_start"));
+}
+
 TEST(PlanJson, SeveralPlansAreAnArray) {
   const auto j =
       nlohmann::json::parse(plans_to_json(chain_of_two(), {sample_result(), sample_result()}));

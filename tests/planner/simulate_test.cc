@@ -75,6 +75,27 @@ TEST(Simulate, SegmentDropsItsInnerOutputs) {
   EXPECT_DOUBLE_EQ(sim.time, 11.0);
 }
 
+TEST(Simulate, AdjacentSegmentsEachKeepTheirInput) {
+  std::vector<SimStep> steps;
+  Plan plan = plan_of({false, true, true});
+  plan.stages[2].segment_start = true;  // b and c: two segments, not one
+  const Simulation sim = simulate(three_stages(), plan, &steps);
+  // Forward: 135; b 160; c 168, keeping x(b) as its segment's input: 165. Turn 170. Segment c:
+  // recompute 183, drop the recomputed x(c), backward 209, then 160. Segment b: recompute 230,
+  // backward 210. Backward a 137.
+  EXPECT_EQ(live_of(steps),
+            (std::vector<std::int64_t>{135, 160, 168, 170, 183, 209, 230, 210, 137}));
+  EXPECT_EQ(sim.peak_bytes, 230);
+  EXPECT_EQ(sim.peak_step.phase, SimPhase::kRecompute);
+  EXPECT_EQ(sim.peak_step.stage, 1);
+  EXPECT_DOUBLE_EQ(sim.time, 11.0);
+  // segment_start on a stage that follows a kept stage, or on a kept stage, changes nothing.
+  Plan same = plan_of({false, true, false});
+  same.stages[1].segment_start = true;
+  same.stages[2].segment_start = true;
+  EXPECT_EQ(simulate(three_stages(), same).peak_bytes, 230);
+}
+
 TEST(Simulate, WholeChainSegment) {
   const Simulation sim = simulate(three_stages(), plan_of({true, true, true}));
   // Forward holds only the current tensors (115, 140, 138), turn 110; then the whole chain is
