@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +17,12 @@ namespace {
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Waits for the device of `t` to finish its queued work, so that the wall clock times kernels
+// rather than their launches; nothing to wait for on the CPU.
+void settle(const at::Tensor& t) {
+  if (t.is_cuda()) torch::cuda::synchronize(t.get_device());
 }
 
 std::int64_t requested(CachingAllocator& pool) {
@@ -36,6 +43,7 @@ VariantCosts measure_stage(const RuntimeStage& stage, OpMode mode, const at::Ten
 
   const std::int64_t before = requested(pool);
   const Mark fwd_mark = pool.mark();
+  settle(input);
   double t0 = now();
   at::Tensor y;
   {
@@ -43,6 +51,7 @@ VariantCosts measure_stage(const RuntimeStage& stage, OpMode mode, const at::Ten
     const OpModeScope scope(mode);
     y = stage.fn(leaf);
   }
+  settle(input);
   c.fwd_time = now() - t0;
   const std::int64_t after = requested(pool);
   c.out_bytes = static_cast<std::int64_t>(y.nbytes());
@@ -60,11 +69,13 @@ VariantCosts measure_stage(const RuntimeStage& stage, OpMode mode, const at::Ten
     // The gradients are dropped at once: only the peak of computing them counts.
     torch::autograd::grad({y}, inputs, grad_outputs, /*retain_graph=*/false,
                           /*create_graph=*/false, /*allow_unused=*/true);
+    settle(input);
     c.bwd_time = now() - t0;
     const std::int64_t peak = static_cast<std::int64_t>(pool.peak_requested_since(bwd_mark));
     const std::int64_t in_bytes = input_counts ? static_cast<std::int64_t>(input.nbytes()) : 0;
     c.bwd_peak = clamp0(peak - after - in_bytes + c.out_bytes);
   } else {
+    settle(input);
     c.bwd_time = now() - t0;
   }
   return c;

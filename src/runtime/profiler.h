@@ -9,7 +9,7 @@
 //   bwd_peak     the peak during its backward above what was in use when it began, less the
 //                input's gradient (the model counts that) plus the output (the model has freed
 //                it; a stage that saves its output still holds it)
-//   fwd_time, bwd_time   wall-clock seconds
+//   fwd_time, bwd_time   wall-clock seconds (on CUDA, with the device synchronised around each)
 // It holds one stage's input, output, output gradient and working set at a time, so it fits
 // wherever a plan does (every plan runs each stage with its input at hand). It leaves no trace: the
 // gradients it computes are discarded, and the RNG state and module buffers are put back.

@@ -1,5 +1,5 @@
 // Over 1,000 steps of random shapes at 80%, 50% and 33% of the unconstrained peak (the
-// transformer; the CNN at 90%): the allocator never holds more than the budget, no step
+// transformer; the CNN at 80%): the allocator never holds more than the budget, no step
 // is lost, and the retries are counted.
 #include <cmath>
 
@@ -63,9 +63,10 @@ TEST(RuntimeBudget, Transformer50Percent) {
 TEST(RuntimeBudget, Transformer33Percent) {
   train_within(*testing::small_transformer(), 0.33, 1000);
 }
-// The CNN's stages are whole residual blocks, and this one is small: its least feasible budget is
-// about 85% of its peak (docs/runtime.md), so it is held to 90%.
-TEST(RuntimeBudget, ResNet90Percent) { train_within(*testing::small_resnet(), 0.90, 150); }
+// The CNN's stages are whole residual blocks: no plan holds less than every block's input plus one
+// block's working set (docs/runtime.md). For this small one that, with room for a retry, is about
+// 75% of its peak, so it is held to 80%.
+TEST(RuntimeBudget, ResNet80Percent) { train_within(*testing::small_resnet(), 0.80, 150); }
 
 }  // namespace
 }  // namespace monet

@@ -31,9 +31,9 @@ TEST_P(GradientsTest, EqualWithAndWithoutMonet) {
   o.strategy = c.strategy;
   const bool budgeted = c.strategy != Strategy::kNone && c.strategy != Strategy::kAll &&
                         c.strategy != Strategy::kSqrt;
-  // A budget that forces checkpoints: 70% of the peak for the transformer; 90% for the CNN,
-  // whose least feasible plan (whole residual blocks as stages) sits near 70% (docs/runtime.md).
-  const std::int64_t share = w->name() == "resnet" ? 9 : 7;
+  // A budget that forces checkpoints: 70% of the peak for the transformer; 80% for the CNN,
+  // whose least feasible plan (whole residual blocks as stages) sits near 75% (docs/runtime.md).
+  const std::int64_t share = w->name() == "resnet" ? 8 : 7;
   o.budget_bytes = budgeted ? peak * share / 10 : peak * 4;
   if (budgeted) {
     // A strategy whose least feasible plan is above that share (greedy, on the CNN) runs at its
