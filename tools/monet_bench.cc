@@ -438,8 +438,8 @@ class Bench {
     }
   }
 
-  // The targets, read off the cells: no budget exceeded; monet the lowest overhead at
-  // every budget; at the least budget, monet's overhead at most half the static plan's.
+  // The targets, read off the cells: whether any run held more than its budget; per model and
+  // budget, the strategy with the lowest overhead, with monet's and the static plan's beside it.
   void print_verdict() const {
     std::printf("\n");
     int exceeded = 0;

@@ -99,7 +99,9 @@ struct StepReport {
   double seconds = 0.0;           // the whole step, measurement pass included
   int checkpointed_stages = 0;
   int variant_stages = 0;  // stages running a non-default variant
-  std::string plan;  // one letter per stage: K kept, C checkpointed; lower case: a lean variant
+  // One letter per stage: K kept, C checkpointed, S checkpointed and starting a new segment right
+  // after another; lower case: a lean variant.
+  std::string plan;
 };
 
 // Totals since the runtime was made.

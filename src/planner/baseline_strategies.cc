@@ -26,12 +26,6 @@ void checkpoint_alone(Plan* plan, int k) {
   }
 }
 
-}  // namespace
-
-StrategyOutcome plan_none(const Chain& chain, std::int64_t budget_bytes) {
-  return fixed_plan(chain, uniform_plan(chain, false), budget_bytes);
-}
-
 // Every stage checkpointed, in adjacent segments of `length` stages.
 Plan segments_of(const Chain& chain, int length) {
   Plan plan = uniform_plan(chain, true);
@@ -39,6 +33,12 @@ Plan segments_of(const Chain& chain, int length) {
     plan.stages[i].segment_start = i > 0 && i % static_cast<std::size_t>(length) == 0;
   }
   return plan;
+}
+
+}  // namespace
+
+StrategyOutcome plan_none(const Chain& chain, std::int64_t budget_bytes) {
+  return fixed_plan(chain, uniform_plan(chain, false), budget_bytes);
 }
 
 StrategyOutcome plan_all(const Chain& chain, std::int64_t budget_bytes) {

@@ -29,6 +29,12 @@ inline bool starts_segment(const Plan& plan, int index) {
          (index == 0 || !plan.stages[static_cast<std::size_t>(index) - 1].checkpoint ||
           s.segment_start);
 }
+// Whether stage `index` starts a new segment right after a checkpointed stage: a segment_start
+// that splits a run of checkpointed stages (the only place the flag changes anything).
+inline bool splits_segment(const Plan& plan, int index) {
+  return index > 0 && plan.stages[static_cast<std::size_t>(index) - 1].checkpoint &&
+         starts_segment(plan, index);
+}
 // Whether stage `index` is checkpointed and in the same segment as the stage before it.
 inline bool continues_segment(const Plan& plan, int index) {
   return plan.stages[static_cast<std::size_t>(index)].checkpoint && !starts_segment(plan, index);

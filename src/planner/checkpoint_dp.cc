@@ -158,8 +158,8 @@ void CheckpointDp::compute_need() {
     int last = 0;
     std::vector<int> variants;
   };
-  need_.assign(2 * (stages_ + 1), kUnreachable);
-  need_[2 * stages_] = need_[2 * stages_ + 1] = costs_.turn();
+  need_.assign(stages_ + 1, kUnreachable);
+  need_[stages_] = costs_.turn();
   std::vector<Best> best_from(stages_);
   std::vector<std::int64_t> least_saved(stages_ + 1, 0);
   for (int j = 1; j <= stages_ && !choices_.lean.empty(); ++j) {
@@ -174,7 +174,7 @@ void CheckpointDp::compute_need() {
     Best arg;
     for (int v : choices_.keep[i]) {
       const BlockCosts::Block block = costs_.kept(i + 1, v);
-      const std::int64_t candidate = std::max(block.local, block.retained + need(i + 1, 0));
+      const std::int64_t candidate = std::max(block.local, block.retained + need(i + 1));
       if (candidate < best) {
         best = candidate;
         arg = Best{kKept, v, i + 1, {}};
@@ -185,7 +185,7 @@ void CheckpointDp::compute_need() {
       for (int b = i + 1; b <= stages_; ++b) {
         scan.extend(choices_.segment[l][b - 1]);
         if (scan.local_lower_bound() >= best) break;
-        const std::int64_t candidate = std::max(scan.local(), scan.retained() + need(b, 1));
+        const std::int64_t candidate = std::max(scan.local(), scan.retained() + need(b));
         if (candidate < best) {
           best = candidate;
           arg = Best{kLayer, static_cast<int>(l), b, {}};
@@ -197,7 +197,7 @@ void CheckpointDp::compute_need() {
       for (int b = i + 1; b <= stages_; ++b) {
         bound += least_saved[b] + costs_.out(b);
         if (bound >= best) break;
-        std::int64_t low = std::max(bound, costs_.out(i) + need(b, 1));
+        std::int64_t low = std::max(bound, costs_.out(i) + need(b));
         if (low >= best || !lean_fits(i + 1, b, best - 1, nullptr)) continue;
         std::int64_t high = best - 1;  // fits; find the least limit that does
         while (low < high) {
@@ -213,7 +213,7 @@ void CheckpointDp::compute_need() {
         arg = Best{kLean, 0, b, variants};
       }
     }
-    need_[2 * i] = need_[2 * i + 1] = best;
+    need_[i] = best;
     best_from[i] = std::move(arg);
   }
   // The least-peak plan's own segments become choices of solve(), so that it fits at
@@ -307,7 +307,7 @@ bool CheckpointDp::add_segment_options(int start, int b, std::int64_t headroom) 
     }
     options_at_[j] = option;
   }
-  const std::int64_t after = input + need(b, 1);
+  const std::int64_t after = input + need(b);
   std::int64_t least_local = std::numeric_limits<std::int64_t>::max();
   SegmentSweep::Option* options = sweep_.options(start);
   int count = 0;
@@ -374,7 +374,7 @@ void CheckpointDp::drop_beaten(int b) {
 
 DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent) {
   const std::int64_t headroom = budget_bytes - costs_.fixed_bytes();
-  if (headroom < need(0, 0)) {
+  if (headroom < need(0)) {
     DpSolution least = solve(min_feasible_bytes());
     least.feasible = false;
     return least;
@@ -396,7 +396,7 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
 std::optional<DpSolution> CheckpointDp::solve_faster_than(std::int64_t budget_bytes,
                                                           double seconds) {
   const std::int64_t headroom = budget_bytes - costs_.fixed_bytes();
-  if (headroom < need(0, 0)) return std::nullopt;
+  if (headroom < need(0)) return std::nullopt;
   if (!rest_bound_) rest_bound_.emplace(costs_);
   return search(headroom, seconds - 1e-12 * seconds, /*use_rest_bound=*/true);
 }
@@ -424,7 +424,7 @@ std::optional<DpSolution> CheckpointDp::search(std::int64_t headroom, double bou
   open_.clear();
   least_need_after_.assign(static_cast<std::size_t>(stages_ + 2), kUnreachable);
   for (int i = stages_; i >= 1; --i) {
-    least_need_after_[i] = std::min(least_need_after_[i + 1], need(i, 1));
+    least_need_after_[i] = std::min(least_need_after_[i + 1], need(i));
   }
   std::size_t most_lean = 0;
   for (const std::vector<int>& leans : lean_by_start_)
@@ -444,7 +444,7 @@ std::optional<DpSolution> CheckpointDp::search(std::int64_t headroom, double bou
          o < kept_first_[static_cast<std::size_t>(b)]; ++o) {
       const KeptOption& kept = kept_[static_cast<std::size_t>(o)];
       const BlockCosts::Block& block = kept.block;
-      const std::int64_t limit = headroom - std::max(block.local, block.retained + need(b, 0));
+      const std::int64_t limit = headroom - std::max(block.local, block.retained + need(b));
       const DpState* states = united_.data();
       const auto range = admitted(states, states + united_.size(), limit, block.time, b);
       if (range.first < range.second) {

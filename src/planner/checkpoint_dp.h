@@ -158,7 +158,8 @@ class CheckpointDp {
   std::int32_t front_end(int boundary, int side) const {
     return front_start_[2 * boundary + side + 1];
   }
-  std::int64_t need(int boundary, int side) const { return need_[2 * boundary + side]; }
+  // The same after a kept block and after a segment: a segment may follow either.
+  std::int64_t need(int boundary) const { return need_[boundary]; }
   void compute_need();
   // Whether segment a..b has a variant mix (from `lean`) with local() <= limit; the mix with the
   // least saved bytes into *variants when it does.
@@ -193,7 +194,7 @@ class CheckpointDp {
   int stages_;
   std::optional<RestBound> rest_bound_;  // made by the first solve_faster_than()
   bool bucketed_ = false;
-  std::vector<std::int64_t> need_;  // 2 per boundary: after a kept block, after a segment
+  std::vector<std::int64_t> need_;  // per boundary
   std::vector<double> least_rest_;  // per boundary: the least time the stages after it take
   std::vector<KeptOption> kept_;    // stage i's are [kept_first_[i - 1], kept_first_[i])
   std::vector<std::int32_t> kept_first_;
@@ -224,7 +225,7 @@ class CheckpointDp {
   std::vector<Growth>& growth_;    // per start and layer
   std::vector<SegmentOption>& options_at_;
   SegmentSweep& sweep_;
-  std::vector<std::int64_t> least_need_after_;  // per boundary b: the least need(b', 1), b' >= b
+  std::vector<std::int64_t> least_need_after_;  // per boundary b: the least need(b'), b' >= b
   std::vector<double>& prefix_time_;            // per layer, time of its segment over stages 1..j
 };
 

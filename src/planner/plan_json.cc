@@ -24,10 +24,7 @@ nlohmann::ordered_json plan_object(const Chain& chain, const PlanResult& result)
     stage["checkpoint"] = s.checkpoint;
     // Only where a checkpointed stage starts a new segment right after another checkpointed
     // stage; absent elsewhere, so that plans without adjacent segments read as DESIGN.md shows.
-    if (i > 0 && s.checkpoint && result.plan.stages[i - 1].checkpoint &&
-        starts_segment(result.plan, static_cast<int>(i))) {
-      stage["segment_start"] = true;
-    }
+    if (splits_segment(result.plan, static_cast<int>(i))) stage["segment_start"] = true;
     stage["variant"] = chain.stages[i].variants[s.variant].name;
     stages.push_back(std::move(stage));
   }

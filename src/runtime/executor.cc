@@ -34,8 +34,7 @@ at::Tensor run_plan(const std::vector<RuntimeStage>& stages, const Plan& plan,
 std::string describe_plan(const Plan& plan) {
   std::string out;
   for (const StagePlan& s : plan.stages) {
-    const std::size_t k = out.size();
-    const bool splits = k > 0 && plan.stages[k - 1].checkpoint && s.segment_start;
+    const bool splits = splits_segment(plan, static_cast<int>(out.size()));
     char c = !s.checkpoint ? 'K' : splits ? 'S' : 'C';
     if (s.variant != 0) c = static_cast<char>(c - 'A' + 'a');
     out.push_back(c);
