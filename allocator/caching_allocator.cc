@@ -192,13 +192,19 @@ bool CachingAllocator::commit(Block* block) {
   std::size_t needed = 0;
   commit_granules(block, /*dry_run=*/true, &needed);
   if (needed == 0) return true;
-  // Give back the free holes before the reservation grows past its high-water mark, and before
-  // the budget would refuse; only then commit new memory.
+  // Give back cached granules before the reservation grows past its high-water mark, and before
+  // the budget would refuse; only then commit new memory. Only as many as the commit needs: a
+  // training step at its largest shape passes the mark by a little, and giving back every hole
+  // made it fault all of them in again, every step.
   const bool over_budget =
       options_.budget_bytes != 0 && stats_.reserved_bytes + needed > options_.budget_bytes;
   if (over_budget || stats_.reserved_bytes + needed > high_water_) {
     if (over_budget) process_events(/*wait=*/true);
-    if (decommit_free() > 0 && over_budget) ++stats_.cache_flushes;
+    std::size_t limit = high_water_;
+    if (options_.budget_bytes != 0) limit = std::min(limit, options_.budget_bytes);
+    const std::size_t excess =
+        stats_.reserved_bytes + needed > limit ? stats_.reserved_bytes + needed - limit : 0;
+    if (decommit_free(excess) > 0 && over_budget) ++stats_.cache_flushes;
   }
   if (options_.budget_bytes != 0 && stats_.reserved_bytes + needed > options_.budget_bytes) {
     return false;
@@ -256,16 +262,25 @@ std::size_t CachingAllocator::decommit_range(Segment& segment, std::size_t first
   return released;
 }
 
-std::size_t CachingAllocator::decommit_free() {
+std::size_t CachingAllocator::decommit_free(std::size_t at_least) {
   if (granularity_ == 0) return 0;
   std::size_t released = 0;
-  for (FreeSet* pool : {&small_free_, &large_free_}) {
-    for (Block& b : *pool) {
-      Segment& segment = *b.segment;
-      const auto begin = static_cast<std::size_t>(b.address - segment.base);
+  // Large holes first, the largest of each stream first (a set is ordered by stream, then size),
+  // each from its end: what is given back is then a few long runs, and the holes' starts, which
+  // the next best fit reuses, stay committed.
+  for (FreeSet* pool : {&large_free_, &small_free_}) {
+    for (auto it = pool->rbegin(); it != pool->rend() && released < at_least; ++it) {
+      Segment& segment = *it->segment;
+      const auto begin = static_cast<std::size_t>(it->address - segment.base);
       const std::size_t first = (begin + granularity_ - 1) / granularity_;  // wholly inside only
-      const std::size_t last = (begin + b.size) / granularity_;
-      if (first < last) released += decommit_range(segment, first, last);
+      const std::size_t last = (begin + it->size) / granularity_;
+      // The hole's last granules that hold what is still wanted, given back as runs at once.
+      const std::size_t wanted = at_least - released;
+      std::size_t g = last;
+      for (std::size_t found = 0; g > first && found < wanted;) {
+        if (segment.committed[--g]) found += granularity_;
+      }
+      if (g < last) released += decommit_range(segment, g, last);
     }
   }
   return released;

@@ -24,6 +24,7 @@
 #include <boost/intrusive/set.hpp>
 #include <boost/intrusive/unordered_set.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
@@ -114,7 +115,9 @@ class CachingAllocator {
   Block* try_reserve(bool small, Stream stream, std::size_t segment);
   bool commit(Block* block);
   bool commit_granules(Block* block, bool dry_run, std::size_t* needed);
-  std::size_t decommit_free();
+  // Gives back the committed granules lying wholly inside free blocks, at least `at_least` bytes
+  // of them where there are that many (all by default). Returns the bytes given back.
+  std::size_t decommit_free(std::size_t at_least = SIZE_MAX);
   std::size_t decommit_range(Segment& segment, std::size_t first, std::size_t last);
   void release_segment(Segment& segment);
   void split(Block* block, std::size_t size);

@@ -381,6 +381,33 @@ TEST_F(GranularPoolTest, FreeHolesAreGivenBackBeforeTheReservationGrows) {
   pool_.free(c);
 }
 
+TEST_F(GranularPoolTest, OnlyWhatTheCommitNeedsIsGivenBack) {
+  // A 20 MiB segment holds a and b; c has a 12 MiB segment of its own. With a and c freed, 28 MiB
+  // are committed (the high-water mark), 20 of them in cached holes.
+  void* a = pool_.allocate(8 * kMiB);
+  void* b = pool_.allocate(8 * kMiB);
+  void* c = pool_.allocate(12 * kMiB);
+  pool_.free(a);
+  pool_.free(c);
+  EXPECT_EQ(pool_.stats().reserved_bytes, 28 * kMiB);
+  // d fits the uncommitted 4 MiB at the end of the first segment: 4 MiB past the mark, so the pool
+  // gives back 4 MiB of the largest hole (from its end), not every hole.
+  void* d = pool_.allocate(4 * kMiB);
+  MemoryStats s = pool_.stats();
+  EXPECT_EQ(s.reserved_bytes, 28 * kMiB);
+  EXPECT_EQ(s.peak_reserved_bytes, 28 * kMiB);
+  EXPECT_EQ(backend_.held_bytes(), 28 * kMiB);
+  // The holes that stayed committed serve the next blocks without committing anything.
+  void* e = pool_.allocate(8 * kMiB);
+  void* f = pool_.allocate(8 * kMiB);
+  s = pool_.stats();
+  EXPECT_EQ(s.allocated_bytes, 28 * kMiB);
+  EXPECT_EQ(s.reserved_bytes, 28 * kMiB);
+  EXPECT_EQ(s.peak_reserved_bytes, 28 * kMiB);
+  EXPECT_THAT(pool_.check_invariants(), IsEmpty());
+  for (void* p : {b, d, e, f}) pool_.free(p);
+}
+
 TEST(GranularPoolBudget, BudgetCountsCommittedBytes) {
   HostBackend backend;
   CachingAllocator pool(backend, CachingAllocator::Options{10 * kMiB, nullptr});
