@@ -5,15 +5,19 @@
 //               [--steps N] [--quick] [--size cpu|gpu] [--json] [--out DIR] [--seed S]
 //
 // Per workload: the unconstrained peak at the largest input (what the budgets are shares of),
-// the baseline without a budget (run first and last, its mean is what overheads are against),
-// then each budget and strategy. Every run starts with one untimed step on the largest batch (a
-// static plan is made for it) and then trains the same N batches. Writes results.json,
-// overhead.svg (overhead against budget per strategy) and timeline.svg (memory within one run
-// against its budget) to --out.
+// the baseline without a budget (run first and after each budget's cells: each cell's overhead is
+// against the two baseline runs around it, interpolated to its time), then each budget and
+// strategy. Every run starts with one untimed step on the largest batch (a static plan is made for
+// it) and then trains the same N batches. Beside the measured overhead, each cell has its planned
+// one: the memory model's time of the plans that ran against keeping every stage, free of the
+// machine's noise and of measurement passes. Writes results.json, overhead.svg and planned.svg
+// (measured and planned overhead against budget per strategy) and timeline.svg (memory within
+// one run against its budget) to --out.
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -66,12 +70,13 @@ struct Flags {
          "                  all of them); the run without a budget is always made\n"
          "  --budgets L     comma-separated percentages of the unconstrained peak at the\n"
          "                  largest input (default 80,60,45,33)\n"
-         "  --steps N       timed steps per run (default 150 for the transformer and 40 for\n"
+         "  --steps N       timed steps per run (default 150 for the transformer and 60 for\n"
          "                  resnet; with --quick 24 and 8)\n"
          "  --quick         fewer steps: every cell in under five minutes on 2 CPU cores\n"
          "  --size S        cpu (default) or gpu: larger models, for a GPU\n"
          "  --json          print the results as a JSON array instead of the table\n"
-         "  --out DIR       where results.json, overhead.svg and timeline.svg go\n"
+         "  --out DIR       where results.json, overhead.svg, planned.svg and\n"
+         "                  timeline.svg go\n"
          "                  (default monet-bench-report)\n"
          "  --seed S        seed of the data and the weights (default 1)\n";
   std::exit(problem.empty() ? 0 : 2);
@@ -160,7 +165,12 @@ struct Cell {
   std::string error;
   int iterations = 0;
   double seconds = 0.0;
+  double started = 0.0, ended = 0.0;  // seconds since the bench began
+  double baseline_seconds = 0.0;      // the reference: the baseline runs around it, interpolated
   double overhead = std::nan("");
+  // simulate()'s times over the timed steps, of the plans that ran and of keeping every stage
+  double planned_seconds = 0.0;
+  double unconstrained_seconds = 0.0;
   std::size_t peak_bytes = 0;  // reserved, over the whole run
   std::int64_t peak_in_use_bytes = 0;
   monet::RuntimeStats stats;
@@ -172,6 +182,13 @@ struct Cell {
     const auto looked_up = static_cast<double>(stats.cache_hits + stats.plans_made);
     return looked_up > 0 ? static_cast<double>(stats.cache_hits) / looked_up : std::nan("");
   }
+  // The recomputation the plans meant to add, by the memory model on the chains they were made
+  // for: what the strategy chose, without the machine's noise or the measurement passes.
+  double planned_overhead() const {
+    if (strategy == "none") return 0.0;
+    return unconstrained_seconds > 0 ? planned_seconds / unconstrained_seconds - 1.0
+                                     : std::nan("");
+  }
   double plan_us() const {
     return stats.plans_made > 0 ? 1e6 * stats.plan_seconds / static_cast<double>(stats.plans_made)
                                 : std::nan("");
@@ -182,7 +199,7 @@ nlohmann::ordered_json number_or_null(double v) {
   return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
 }
 
-nlohmann::ordered_json to_json(const Cell& c, double baseline_seconds) {
+nlohmann::ordered_json to_json(const Cell& c) {
   return {
       {"model", c.model},
       {"strategy", c.strategy},
@@ -208,8 +225,9 @@ nlohmann::ordered_json to_json(const Cell& c, double baseline_seconds) {
       {"predictor_error", number_or_null(c.predictor_error)},
       {"predictor_error_max", number_or_null(c.predictor_error_max)},
       {"seconds", c.seconds},
-      {"baseline_seconds", baseline_seconds},
-      {"overhead", number_or_null(c.overhead)}};
+      {"baseline_seconds", c.baseline_seconds},
+      {"overhead", number_or_null(c.overhead)},
+      {"planned_overhead", number_or_null(c.planned_overhead())}};
 }
 
 // The memory of the training pool sampled from a thread while a run trains.
@@ -253,23 +271,26 @@ class Bench {
   int run() {
     std::filesystem::create_directories(flags_.out);
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
-    std::vector<monet::report::Panel> panels;
+    std::vector<monet::report::Panel> panels, planned_panels;
     for (const std::string& name : flags_.models) {
       const auto w = monet::workloads::make_workload(name, flags_.size);
       const std::vector<Cell> cells = run_workload(*w);
-      for (const Cell& c : cells) all.push_back(to_json(c, baseline_seconds_));
-      panels.push_back(panel(*w, cells));
+      for (const Cell& c : cells) all.push_back(to_json(c));
+      panels.push_back(panel(*w, cells, false));
+      planned_panels.push_back(panel(*w, cells, true));
       if (!flags_.json) print_table(*w, cells);
       results_.insert(results_.end(), cells.begin(), cells.end());
     }
     write(flags_.out + "/results.json", all.dump(2) + "\n");
     write(flags_.out + "/overhead.svg", monet::report::line_chart_svg(panels));
+    write(flags_.out + "/planned.svg", monet::report::line_chart_svg(planned_panels));
     record_timeline();
     if (flags_.json) {
       std::cout << all.dump(2) << std::endl;
     } else {
       print_verdict();
-      std::printf("\nwrote %s/results.json, overhead.svg and timeline.svg\n", flags_.out.c_str());
+      std::printf("\nwrote %s/results.json, overhead.svg, planned.svg and timeline.svg\n",
+                  flags_.out.c_str());
     }
     return 0;
   }
@@ -279,7 +300,7 @@ class Bench {
     if (flags_.steps > 0) return flags_.steps;
     const bool transformer = w.name() == "transformer";
     if (flags_.quick) return transformer ? 24 : 8;
-    return transformer ? 150 : 40;
+    return transformer ? 150 : 60;
   }
 
   static monet::Options options_for(const std::string& strategy, std::int64_t budget) {
@@ -307,6 +328,7 @@ class Bench {
                                           flags_.json);
     double error_sum = 0.0;
     const auto start = std::chrono::steady_clock::now();
+    c.started = std::chrono::duration<double>(start - bench_start_).count();
     monet::workloads::TrainSpec spec;
     spec.steps = steps;
     spec.seed = flags_.seed;
@@ -315,6 +337,8 @@ class Bench {
     spec.on_step = [&](int i, const monet::workloads::Batch& b, const monet::StepReport& r,
                        double) {
       c.iterations = i + 1;
+      c.planned_seconds += r.planned_seconds;
+      c.unconstrained_seconds += r.unconstrained_seconds;
       if (r.predicted_peak_bytes > 0 && r.measured_peak_bytes > 0 && strategy != "static") {
         const double e = std::abs(static_cast<double>(r.predicted_peak_bytes) -
                                   static_cast<double>(r.measured_peak_bytes)) /
@@ -342,6 +366,7 @@ class Bench {
       c.peak_bytes = monet::workloads::pool_for(device_).stats().peak_reserved_bytes;
     }
     monet::workloads::pool_for(device_).set_budget_bytes(0);
+    c.ended = std::chrono::duration<double>(std::chrono::steady_clock::now() - bench_start_).count();
     if (c.predicted_steps > 0) c.predictor_error = error_sum / c.predicted_steps;
     return c;
   }
@@ -356,33 +381,55 @@ class Bench {
                    w.name().c_str(), monet::format_bytes(peak_).c_str(), largest_.c_str(),
                    steps_for(w));
     }
+    // The machine's speed drifts over minutes (shared cores), so the baseline runs before each
+    // budget's cells and once after the last: each cell is compared with the two baseline runs
+    // around it, interpolated to the middle of its own run.
     std::vector<Cell> cells;
-    const Cell first = run_cell(w, "none", 0, 0);
-    for (int percent : flags_.budgets) {
+    std::vector<Cell> baselines{run_cell(w, "none", 0, 0)};
+    for (std::size_t b = 0; b < flags_.budgets.size(); ++b) {
+      const int percent = flags_.budgets[b];
       const auto budget = static_cast<std::int64_t>(static_cast<double>(peak_) * percent / 100.0);
       for (const std::string& s : flags_.strategies)
         cells.push_back(run_cell(w, s, percent, budget));
+      baselines.push_back(run_cell(w, "none", 0, 0));
     }
-    // The baseline again, last: its two runs bracket the others, and their mean is the reference.
-    const Cell last = run_cell(w, "none", 0, 0);
-    baseline_seconds_ = (first.seconds + last.seconds) / 2;
-    baseline_spread_ = std::abs(first.seconds - last.seconds) / baseline_seconds_;
-    Cell baseline = first;
-    baseline.seconds = baseline_seconds_;
-    baseline.overhead = 0.0;
+    auto middle = [](const Cell& c) { return (c.started + c.ended) / 2; };
     for (Cell& c : cells) {
-      if (c.feasible) c.overhead = c.seconds / baseline_seconds_ - 1.0;
+      std::size_t after = 1;
+      while (after + 1 < baselines.size() && middle(baselines[after]) < middle(c)) ++after;
+      const Cell& a = baselines[after - 1];
+      const Cell& b = baselines[after];
+      const double span = middle(b) - middle(a);
+      const double t = span > 0 ? std::clamp((middle(c) - middle(a)) / span, 0.0, 1.0) : 0.5;
+      c.baseline_seconds = a.seconds + t * (b.seconds - a.seconds);
+      if (c.feasible) c.overhead = c.seconds / c.baseline_seconds - 1.0;
     }
+    double sum = 0.0, low = baselines.front().seconds, high = low;
+    for (const Cell& b : baselines) {
+      sum += b.seconds;
+      low = std::min(low, b.seconds);
+      high = std::max(high, b.seconds);
+    }
+    baseline_seconds_ = sum / static_cast<double>(baselines.size());
+    baseline_spread_ = (high - low) / baseline_seconds_;
+    baseline_runs_ = static_cast<int>(baselines.size());
+    Cell baseline = baselines.front();
+    baseline.seconds = baseline_seconds_;
+    baseline.baseline_seconds = baseline_seconds_;
+    baseline.overhead = 0.0;
     cells.insert(cells.begin(), baseline);
     return cells;
   }
 
-  monet::report::Panel panel(const Workload& w, const std::vector<Cell>& cells) const {
+  // Overhead against budget per strategy: measured (wall clock against the baseline runs), or
+  // planned (the memory model's times of the plans that ran).
+  monet::report::Panel panel(const Workload& w, const std::vector<Cell>& cells,
+                             bool planned) const {
     monet::report::Panel p;
     p.title = fmt::format("{} ({} steps, peak {} at {})", w.name(), steps_for(w),
                           monet::format_bytes(peak_), largest_);
     p.x_label = "budget, % of the unconstrained peak";
-    p.y_label = "time overhead, %";
+    p.y_label = planned ? "planned recomputation, % of the step" : "time overhead, %";
     p.x_reversed = true;
     for (const std::string& s : flags_.strategies) {
       monet::report::Series series;
@@ -390,7 +437,8 @@ class Bench {
       for (const Cell& c : cells) {
         if (c.strategy != s) continue;
         series.points.push_back({static_cast<double>(c.budget_percent),
-                                 c.feasible ? 100.0 * c.overhead : std::nan("")});
+                                 c.feasible ? 100.0 * (planned ? c.planned_overhead() : c.overhead)
+                                            : std::nan("")});
       }
       p.series.push_back(std::move(series));
     }
@@ -403,13 +451,13 @@ class Bench {
 
   void print_table(const Workload& w, const std::vector<Cell>& cells) const {
     std::printf(
-        "\n%s: %d steps per run, unconstrained peak %s at %s, baseline %.2f s (its two "
-        "runs %.1f%% apart)\n",
+        "\n%s: %d steps per run, unconstrained peak %s at %s, baseline %.2f s (the mean of %d "
+        "runs, %.1f%% apart at most)\n",
         w.name().c_str(), steps_for(w), monet::format_bytes(peak_).c_str(), largest_.c_str(),
-        baseline_seconds_, 100.0 * baseline_spread_);
-    std::printf("  %-7s %-9s %-7s %9s %11s %7s %6s %8s %6s %8s %9s\n", "budget", "", "strategy",
-                "overhead", "peak/budget", "retries", "plans", "plan us", "cache", "measured",
-                "pred. err");
+        baseline_seconds_, baseline_runs_, 100.0 * baseline_spread_);
+    std::printf("  %-7s %-9s %-7s %9s %8s %11s %7s %6s %8s %6s %8s %9s\n", "budget", "",
+                "strategy", "overhead", "planned", "peak/budget", "retries", "plans", "plan us",
+                "cache", "measured", "pred. err");
     int shown_percent = -1;
     for (const Cell& c : cells) {
       if (c.strategy == "none") continue;
@@ -426,8 +474,9 @@ class Bench {
                     100.0 * static_cast<double>(c.least_budget_bytes) / static_cast<double>(peak_));
         continue;
       }
-      std::printf("  %-7s %-9s %-7s %9s %11.2f %7lld %6lld %8s %6s %8lld %9s\n", budget.c_str(),
-                  bytes.c_str(), c.strategy.c_str(), percent(c.overhead).c_str(),
+      std::printf("  %-7s %-9s %-7s %9s %8s %11.2f %7lld %6lld %8s %6s %8lld %9s\n",
+                  budget.c_str(), bytes.c_str(), c.strategy.c_str(), percent(c.overhead).c_str(),
+                  percent(c.planned_overhead()).c_str(),
                   static_cast<double>(c.peak_bytes) / static_cast<double>(c.budget_bytes),
                   static_cast<long long>(c.stats.retries),
                   static_cast<long long>(c.stats.plans_made),
@@ -459,12 +508,17 @@ class Bench {
     }
     for (const auto& [key, group] : by_budget) {
       const Cell* best = nullptr;
+      const Cell* best_planned = nullptr;
       const Cell* monet = nullptr;
       const Cell* fixed = nullptr;
       for (const Cell* c : group) {
         if (c->strategy == "monet") monet = c;
         if (c->strategy == "static") fixed = c;
         if (c->feasible && (best == nullptr || c->overhead < best->overhead)) best = c;
+        if (c->feasible && std::isfinite(c->planned_overhead()) &&
+            (best_planned == nullptr || c->planned_overhead() < best_planned->planned_overhead())) {
+          best_planned = c;
+        }
       }
       std::string line = fmt::format("  {} at {}%: ", key.first, key.second);
       if (best == nullptr) {
@@ -478,6 +532,13 @@ class Bench {
         if (monet != nullptr && fixed != nullptr && monet->feasible) {
           line += fixed->feasible ? fmt::format("; static {}", percent(fixed->overhead))
                                   : "; static infeasible";
+        }
+        if (best_planned != nullptr) {
+          line += fmt::format("; planned: lowest {} ({})", best_planned->strategy,
+                              percent(best_planned->planned_overhead()));
+          if (monet != nullptr && monet != best_planned && monet->feasible) {
+            line += fmt::format(", monet {}", percent(monet->planned_overhead()));
+          }
         }
       }
       std::printf("%s\n", line.c_str());
@@ -530,6 +591,8 @@ class Bench {
   std::string largest_;
   double baseline_seconds_ = 0.0;
   double baseline_spread_ = 0.0;
+  int baseline_runs_ = 0;
+  std::chrono::steady_clock::time_point bench_start_ = std::chrono::steady_clock::now();
   std::vector<Cell> results_;
 };
 

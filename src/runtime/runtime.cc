@@ -377,6 +377,8 @@ class RuntimeImpl {
 
   void report_plan(const PlanResult& plan) {
     last_.planned_peak_bytes = plan.peak_bytes;
+    last_.planned_seconds = plan.time;
+    last_.unconstrained_seconds = plan.unconstrained_time;
     last_.plan = describe_plan(plan.plan);
     last_.checkpointed_stages = 0;
     last_.variant_stages = 0;

@@ -60,6 +60,8 @@ TEST(Planner, ResultAgreesWithSimulate) {
     EXPECT_EQ(r.budget_bytes, none_peak);
     EXPECT_EQ(r.peak_bytes, sim.peak_bytes) << strategy_name(s);
     EXPECT_DOUBLE_EQ(r.time, sim.time) << strategy_name(s);
+    EXPECT_DOUBLE_EQ(r.unconstrained_time, simulate(chain, uniform_plan(chain, false)).time)
+        << strategy_name(s);
     EXPECT_EQ(r.feasible, r.peak_bytes <= none_peak) << strategy_name(s);
     EXPECT_GE(r.plan_us, 0.0);
     EXPECT_LE(r.min_feasible_bytes, r.feasible ? none_peak : r.min_feasible_bytes);
