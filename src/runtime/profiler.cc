@@ -31,10 +31,25 @@ std::int64_t requested(CachingAllocator& pool) {
 
 std::int64_t clamp0(std::int64_t v) { return std::max<std::int64_t>(0, v); }
 
+// What the first mode's run of a stage leaves for the stages after it and for the other modes.
+struct FirstRun {
+  at::Tensor output;               // the stage's output, detached: the next stage's input
+  at::Tensor grad;                 // ones shaped like it (undefined for the loss): every mode's
+                                   // output gradient
+  std::optional<RngState> rng;     // the generator right after the forward
+  BufferSnapshot buffers;          // the stage's buffers right after the forward
+  std::uint64_t variant_calls = 0;  // variant-aware operators the forward called
+};
+
 // One stage in one mode: forward and backward on a fresh leaf. `grad_out` is the gradient of the
-// stage's output (undefined for the loss). Returns the costs.
-VariantCosts measure_stage(const RuntimeStage& stage, OpMode mode, const at::Tensor& input,
-                           bool input_counts, const at::Tensor& grad_out, CachingAllocator& pool) {
+// stage's output (undefined for the loss). With `first`, this is the stage's first run: it also
+// gives the output (the plain forward's, since grad mode does not change values and the RNG and
+// buffers start where the plain forward would), the RNG and buffers after the forward, and makes
+// the output gradient, so that no separate forward without grad is needed. Returns the costs.
+VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode,
+                           const at::Tensor& input, bool input_counts, at::Tensor grad_out,
+                           bool needs_grad_out, CachingAllocator& pool, FirstRun* first) {
+  const RuntimeStage& stage = stages[k];
   VariantCosts c;
   c.name = std::string(op_mode_name(mode));
   at::Tensor leaf = input.detach();
@@ -46,6 +61,7 @@ VariantCosts measure_stage(const RuntimeStage& stage, OpMode mode, const at::Ten
   settle(input);
   double t0 = now();
   at::Tensor y;
+  const std::uint64_t calls = variant_op_calls();
   {
     const at::AutoGradMode grad(true);
     const OpModeScope scope(mode);
@@ -53,10 +69,22 @@ VariantCosts measure_stage(const RuntimeStage& stage, OpMode mode, const at::Ten
   }
   settle(input);
   c.fwd_time = now() - t0;
-  const std::int64_t after = requested(pool);
+  std::int64_t after = requested(pool);
   c.out_bytes = static_cast<std::int64_t>(y.nbytes());
   c.saved_bytes = clamp0(after - before - c.out_bytes);
   c.fwd_peak = clamp0(static_cast<std::int64_t>(pool.peak_requested_since(fwd_mark)) - after);
+  if (first != nullptr) {
+    first->variant_calls = variant_op_calls() - calls;
+    first->rng = RngState::capture();
+    first->buffers = BufferSnapshot(stages, k, k);
+    first->output = y.detach();
+    if (needs_grad_out && y.is_floating_point()) {
+      first->grad = at::ones_like(first->output);
+      grad_out = first->grad;
+      // In use from here on, as it is in every later mode's run before its forward.
+      after = requested(pool);
+    }
+  }
 
   std::vector<at::Tensor> inputs;
   if (needs_grad) inputs.push_back(leaf);
@@ -108,34 +136,31 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
     RuntimeStage& stage = stages[k];
     const RngState rng_before = RngState::capture();
     buffers[k] = BufferSnapshot(stages, k, k);
-    at::Tensor next;
-    std::uint64_t variant_calls = 0;
-    {
-      const c10::NoGradGuard no_grad;
-      const std::uint64_t calls = variant_op_calls();
-      next = stage.fn(x);
-      variant_calls = variant_op_calls() - calls;
-    }
-    const RngState rng_after = RngState::capture();
-    const BufferSnapshot buffers_after(stages, k, k);
-    const at::Tensor grad =
-        (k + 1 < n && next.is_floating_point()) ? at::ones_like(next) : at::Tensor();
     Stage& measured = out.chain.stages[k];
     measured.name = stage.name;
+    // The default mode first (every stage has it, first): its run gives the output the stages
+    // after take, and whether the stage calls variant-aware operators at all.
+    FirstRun first;
+    std::vector<VariantCosts> costs;
+    costs.push_back(
+        measure_stage(stages, k, OpMode::kDefault, x, k > 0, {}, k + 1 < n, pool, &first));
     std::vector<OpMode> modes = stage.modes;
     if (find_variants) {
       modes = {OpMode::kDefault};
-      if (variant_calls > 0) modes = candidate_modes;
+      if (first.variant_calls > 0) modes = candidate_modes;
     }
-    std::vector<VariantCosts> costs(modes.size());
-    for (std::size_t v = 0; v < modes.size(); ++v) {
+    for (std::size_t v = 1; v < modes.size(); ++v) {
       buffers[k].restore();
       rng_before.restore();
-      costs[v] = measure_stage(stage, modes[v], x, k > 0, grad, pool);
+      costs.push_back(
+          measure_stage(stages, k, modes[v], x, k > 0, first.grad, k + 1 < n, pool, nullptr));
     }
+    const at::Tensor next = first.output;
+    first.output.reset();
+    first.grad.reset();
     // The buffers and generator as the plain forward left them, for the stages after.
-    buffers_after.restore();
-    rng_after.restore();
+    first.buffers.restore();
+    first.rng->restore();
     if (find_variants) {
       // Keep a lean mode only when it keeps less than every mode kept before it.
       std::vector<OpMode> kept = {OpMode::kDefault};
