@@ -186,8 +186,7 @@ struct Cell {
   // for: what the strategy chose, without the machine's noise or the measurement passes.
   double planned_overhead() const {
     if (strategy == "none") return 0.0;
-    return unconstrained_seconds > 0 ? planned_seconds / unconstrained_seconds - 1.0
-                                     : std::nan("");
+    return unconstrained_seconds > 0 ? planned_seconds / unconstrained_seconds - 1.0 : std::nan("");
   }
   double plan_us() const {
     return stats.plans_made > 0 ? 1e6 * stats.plan_seconds / static_cast<double>(stats.plans_made)
@@ -366,7 +365,8 @@ class Bench {
       c.peak_bytes = monet::workloads::pool_for(device_).stats().peak_reserved_bytes;
     }
     monet::workloads::pool_for(device_).set_budget_bytes(0);
-    c.ended = std::chrono::duration<double>(std::chrono::steady_clock::now() - bench_start_).count();
+    c.ended =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - bench_start_).count();
     if (c.predicted_steps > 0) c.predictor_error = error_sum / c.predicted_steps;
     return c;
   }
@@ -436,9 +436,9 @@ class Bench {
       series.name = s;
       for (const Cell& c : cells) {
         if (c.strategy != s) continue;
-        series.points.push_back({static_cast<double>(c.budget_percent),
-                                 c.feasible ? 100.0 * (planned ? c.planned_overhead() : c.overhead)
-                                            : std::nan("")});
+        series.points.push_back(
+            {static_cast<double>(c.budget_percent),
+             c.feasible ? 100.0 * (planned ? c.planned_overhead() : c.overhead) : std::nan("")});
       }
       p.series.push_back(std::move(series));
     }
@@ -455,9 +455,9 @@ class Bench {
         "runs, %.1f%% apart at most)\n",
         w.name().c_str(), steps_for(w), monet::format_bytes(peak_).c_str(), largest_.c_str(),
         baseline_seconds_, baseline_runs_, 100.0 * baseline_spread_);
-    std::printf("  %-7s %-9s %-7s %9s %8s %11s %7s %6s %8s %6s %8s %9s\n", "budget", "",
-                "strategy", "overhead", "planned", "peak/budget", "retries", "plans", "plan us",
-                "cache", "measured", "pred. err");
+    std::printf("  %-7s %-9s %-7s %9s %8s %11s %7s %6s %8s %6s %8s %9s\n", "budget", "", "strategy",
+                "overhead", "planned", "peak/budget", "retries", "plans", "plan us", "cache",
+                "measured", "pred. err");
     int shown_percent = -1;
     for (const Cell& c : cells) {
       if (c.strategy == "none") continue;
@@ -474,8 +474,8 @@ class Bench {
                     100.0 * static_cast<double>(c.least_budget_bytes) / static_cast<double>(peak_));
         continue;
       }
-      std::printf("  %-7s %-9s %-7s %9s %8s %11.2f %7lld %6lld %8s %6s %8lld %9s\n",
-                  budget.c_str(), bytes.c_str(), c.strategy.c_str(), percent(c.overhead).c_str(),
+      std::printf("  %-7s %-9s %-7s %9s %8s %11.2f %7lld %6lld %8s %6s %8lld %9s\n", budget.c_str(),
+                  bytes.c_str(), c.strategy.c_str(), percent(c.overhead).c_str(),
                   percent(c.planned_overhead()).c_str(),
                   static_cast<double>(c.peak_bytes) / static_cast<double>(c.budget_bytes),
                   static_cast<long long>(c.stats.retries),

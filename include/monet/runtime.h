@@ -101,7 +101,7 @@ struct StepReport {
   // add, free of the machine's noise. 0 without a budget.
   double planned_seconds = 0.0;
   double unconstrained_seconds = 0.0;
-  double seconds = 0.0;           // the whole step, measurement pass included
+  double seconds = 0.0;  // the whole step, measurement pass included
   int checkpointed_stages = 0;
   int variant_stages = 0;  // stages running a non-default variant
   // One letter per stage: K kept, C checkpointed, S checkpointed and starting a new segment right

@@ -33,11 +33,11 @@ std::int64_t clamp0(std::int64_t v) { return std::max<std::int64_t>(0, v); }
 
 // What the first mode's run of a stage leaves for the stages after it and for the other modes.
 struct FirstRun {
-  at::Tensor output;               // the stage's output, detached: the next stage's input
-  at::Tensor grad;                 // ones shaped like it (undefined for the loss): every mode's
-                                   // output gradient
-  std::optional<RngState> rng;     // the generator right after the forward
-  BufferSnapshot buffers;          // the stage's buffers right after the forward
+  at::Tensor output;                // the stage's output, detached: the next stage's input
+  at::Tensor grad;                  // ones shaped like it (undefined for the loss): every mode's
+                                    // output gradient
+  std::optional<RngState> rng;      // the generator right after the forward
+  BufferSnapshot buffers;           // the stage's buffers right after the forward
   std::uint64_t variant_calls = 0;  // variant-aware operators the forward called
 };
 

@@ -64,7 +64,8 @@ std::unique_ptr<Workload> make_resnet_workload(ResNetConfig config = {});
 // "transformer" or "resnet" at a size: "cpu" (the configs above, whose monet-train run takes
 // about a minute on 2 cores) or "gpu" (a BERT-base-like encoder, 12 layers of width 768 on
 // sequences up to 512, batch 16; a ResNet-style CNN of widths 64 to 256, 12 blocks per stage, on
-// batches of 64 images of 160 to 256 pixels). Throws ConfigError naming the choices for anything else.
+// batches of 64 images of 160 to 256 pixels). Throws ConfigError naming the choices for anything
+// else.
 std::unique_ptr<Workload> make_workload(const std::string& name, const std::string& size = "cpu");
 
 // Sequence lengths like question-answering data: most short, a long tail, some at the maximum.

@@ -1,6 +1,6 @@
 // Over 1,000 steps of random shapes at 80%, 50% and 33% of the unconstrained peak (the
-// transformer; a CNN of three blocks per stage at 80%, monet-train's of twenty at 33%): the allocator
-// never holds more than the budget, no step is lost, and the retries are counted.
+// transformer; a CNN of three blocks per stage at 80%, monet-train's of twenty at 33%): the
+// allocator never holds more than the budget, no step is lost, and the retries are counted.
 #include <cmath>
 
 #include "allocator/device_pools.h"
