@@ -97,9 +97,7 @@ PlanResult Planner::try_plan(const Chain& chain, std::int64_t budget_bytes) cons
   const Simulation sim = simulate(chain, outcome.plan);
   result.peak_bytes = sim.peak_bytes;
   result.time = sim.time;
-  Plan keep_all;
-  keep_all.stages.resize(chain.stages.size());
-  result.unconstrained_time = simulate(chain, keep_all).time;
+  result.unconstrained_time = simulate(chain, uniform_plan(chain, false)).time;
   result.feasible = outcome.feasible && sim.peak_bytes <= budget_bytes;
   result.plan = std::move(outcome.plan);
   return result;
