@@ -19,23 +19,6 @@ namespace {
 
 using monet::Chain;
 
-// 1 + 2 * layers + 1 stages of BERT-base shape.
-Chain transformer_chain(int layers) {
-  const Chain bert = monet::testing::bert_base_chain(32, 128);
-  Chain chain;
-  chain.fixed_bytes = bert.fixed_bytes * layers / 12;
-  chain.stages.push_back(bert.stages.front());
-  for (int l = 0; l < layers; ++l) {
-    for (int k = 1; k <= 2; ++k) {
-      monet::Stage stage = bert.stages[k];
-      stage.name = "layer" + std::to_string(l) + (k == 1 ? ".attention" : ".ffn");
-      chain.stages.push_back(stage);
-    }
-  }
-  chain.stages.push_back(bert.stages.back());
-  return chain;
-}
-
 Chain random_chain(int stages, int variants) {
   std::mt19937_64 rng(2024);
   monet::testing::RandomChainOptions options;
@@ -46,9 +29,9 @@ Chain random_chain(int stages, int variants) {
 }
 
 const Chain& chain_by_id(int id) {
-  static const Chain chains[] = {monet::testing::bert_base_chain(32, 128), transformer_chain(49),
-                                 random_chain(24, 3), random_chain(100, 3),
-                                 monet::testing::resnet50_chain(32, 224)};
+  static const Chain chains[] = {monet::testing::bert_base_chain(32, 128),
+                                 monet::testing::bert_stack_chain(49), random_chain(24, 3),
+                                 random_chain(100, 3), monet::testing::resnet50_chain(32, 224)};
   return chains[id];
 }
 

@@ -97,6 +97,7 @@ CheckpointDp::CheckpointDp(const BlockCosts& costs, DpChoices choices, DpOptions
       sweep_(buffers_->sweep),
       prefix_time_(buffers_->prefix_time) {
   merge_.set_max_front(options.max_front);
+  merge_.set_thin_by_time(options.thin_by_time);
   steps_.clear();
   assert(static_cast<int>(choices_.keep.size()) == stages_);
   assert(!choices_.segment.empty());

@@ -66,6 +66,11 @@ struct DpOptions {
   // budget stays reachable: Rotor's discretization of the memory axis, used only where a front
   // outgrows it.
   int max_front = 64;
+  // Cut a large front by time instead (FrontMerge::set_thin_by_time): the leanest state of each
+  // of max_front time buckets. Every state dropped then has a kept one with no more P and at most
+  // a bucket's width more time, which on chains of repeated layers (a transformer's) finds plans
+  // closer to the optimum than P buckets do.
+  bool thin_by_time = false;
 };
 
 // Options for a chain of `stages` stages: fronts of up to 64 states while the chain is short,

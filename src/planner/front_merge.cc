@@ -1,6 +1,7 @@
 #include "planner/front_merge.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace monet {
@@ -177,6 +178,25 @@ bool FrontMerge::thin(std::size_t first, std::vector<DpState>* pool) const {
   const std::size_t size = pool->size() - first;
   if (buckets < 2 || size <= buckets) return false;
   DpState* front = pool->data() + first;
+  if (thin_by_time_) {
+    // Time falls along the front: bucket k holds the states between k and k + 1 widths below the
+    // slowest, and its first state is its leanest. The first state, the least P, stays too, as
+    // does the last, the fastest.
+    const double slowest = front[0].time;
+    const double width = (slowest - front[size - 1].time) / static_cast<double>(buckets - 1);
+    if (!(width > 0.0)) return false;
+    std::size_t kept = 1;
+    double bucket = 0.0;
+    for (std::size_t k = 1; k + 1 < size; ++k) {
+      const double next = std::floor((slowest - front[k].time) / width);
+      front[kept] = front[k];
+      kept += next != bucket ? 1 : 0;
+      bucket = next;
+    }
+    front[kept++] = front[size - 1];
+    pool->resize(first + kept);
+    return true;
+  }
   const std::int64_t low = front[0].retained;
   const std::int64_t width =
       (front[size - 1].retained - low) / static_cast<std::int64_t>(buckets - 1) + 1;

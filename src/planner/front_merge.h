@@ -5,8 +5,8 @@
 // the fronts that kept stages reach: the front of both sides of a boundary (unite), then, for a
 // kept stage, one run of candidates per variant, that front extended by the variant's block,
 // merged into the next front (append_front). The segments' fronts come from SegmentSweep. A front
-// larger than max_front states is cut to the fastest state per P bucket (thin; DpOptions in
-// checkpoint_dp.h).
+// larger than max_front states is cut (thin; DpOptions in checkpoint_dp.h): to the fastest state
+// per P bucket, or to the leanest state per time bucket.
 //
 // The merges avoid branches on the data: the processor cannot predict them, and mispredictions
 // used to take half of the planning time.
@@ -45,6 +45,10 @@ class FrontMerge {
   // fastest state of each of max_front buckets of P, plus the state with the least P.
   explicit FrontMerge(int max_front = 0) : max_front_(max_front) {}
   void set_max_front(int max_front) { max_front_ = max_front; }
+  // With `by_time`, thin() cuts the front's time range into max_front buckets instead and keeps
+  // the leanest state of each, plus the fastest state: every state it drops has a kept one with no
+  // more P and at most one bucket's width more time.
+  void set_thin_by_time(bool by_time) { thin_by_time_ = by_time; }
 
   // The front of pool states [x_begin, x_end) and [y_begin, y_end), two fronts of one boundary,
   // into *united, each state's parent set to its index in the pool.
@@ -60,8 +64,9 @@ class FrontMerge {
   void append_merged(const std::vector<DpState>& source, const std::vector<StateRun>& runs,
                      std::vector<DpState>* pool);
 
-  // Cuts the front that starts at pool[first] (and ends the pool) to max_front states, keeping
-  // the fastest of each P bucket and the least P. True when it cut.
+  // Cuts the front that starts at pool[first] (and ends the pool) to about max_front states,
+  // keeping the fastest of each P bucket and the least P (or, by time, the leanest of each time
+  // bucket and the fastest). True when it cut.
   bool thin(std::size_t first, std::vector<DpState>* pool) const;
 
  private:
@@ -74,6 +79,7 @@ class FrontMerge {
                    std::vector<DpState>* pool);
 
   int max_front_;
+  bool thin_by_time_ = false;
   std::vector<DpState> scratch_;     // candidates written out
   std::vector<DpState> spare_;       // the fronts of a round of merges
   std::vector<std::size_t> bounds_;  // where each front of the current round starts and ends

@@ -32,4 +32,8 @@ namespace monet {
 
 StrategyOutcome plan_monet(const Chain& chain, std::int64_t budget_bytes);
 
+// The same with the joint search's fronts of at most `max_front` states (DpOptions::max_front; 0
+// keeps them whole, which is exact and slow), for judging the default against whole fronts.
+StrategyOutcome plan_monet(const Chain& chain, std::int64_t budget_bytes, int max_front);
+
 }  // namespace monet

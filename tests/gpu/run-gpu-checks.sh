@@ -57,3 +57,9 @@ log "== allocator benchmark"
 build-gpu/bench/allocator_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
   > "$out/bench.log" 2>&1
 grep median "$out/bench.log" | tee -a "$out/summary.txt"
+
+# The planner runs on the host's CPU: its speed targets (#4) on cores that no other VM shares.
+log "== planner benchmark (host CPU)"
+build-gpu/bench/planner_bench --benchmark_repetitions=3 --benchmark_filter=BM_Plan \
+  --benchmark_report_aggregates_only=true > "$out/planner-bench.log" 2>&1
+grep median "$out/planner-bench.log" | tee -a "$out/summary.txt"

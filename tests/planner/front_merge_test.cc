@@ -110,5 +110,34 @@ TEST(FrontMerge, UnitesTwoFrontsAndThinsLargeOnes) {
   }
 }
 
+TEST(FrontMerge, ThinsByTimeWithinABucketOfEveryDroppedState) {
+  std::mt19937_64 rng(43);
+  for (int trial = 0; trial < 50; ++trial) {
+    const std::vector<DpState> whole = random_front(rng, 20 + trial * 4);
+    const int buckets = 4 + trial % 13;
+    std::vector<DpState> front = whole;
+    FrontMerge thin(buckets);
+    thin.set_thin_by_time(true);
+    ASSERT_TRUE(thin.thin(0, &front));
+    EXPECT_LE(front.size(), static_cast<std::size_t>(buckets) + 1);
+    EXPECT_EQ(front.front().retained, whole.front().retained);  // the least P
+    EXPECT_EQ(front.back().time, whole.back().time);            // the fastest
+    for (std::size_t k = 1; k < front.size(); ++k) {
+      EXPECT_LT(front[k - 1].retained, front[k].retained);
+      EXPECT_GT(front[k - 1].time, front[k].time);
+    }
+    // Every state dropped has a kept one with no more P and at most a bucket's width more time.
+    const double width = (whole.front().time - whole.back().time) / (buckets - 1);
+    for (const DpState& s : whole) {
+      const DpState* cover = nullptr;
+      for (const DpState& kept : front) {
+        if (kept.retained <= s.retained) cover = &kept;
+      }
+      ASSERT_NE(cover, nullptr);
+      EXPECT_LE(cover->time, s.time + width * (1 + 1e-12)) << "trial " << trial;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace monet

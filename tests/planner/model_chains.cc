@@ -184,4 +184,20 @@ Chain resnet50_chain(std::int64_t batch, std::int64_t image) {
   return chain;
 }
 
+Chain bert_stack_chain(int layers) {
+  const Chain bert = bert_base_chain(32, 128);
+  Chain chain;
+  chain.fixed_bytes = bert.fixed_bytes * layers / 12;
+  chain.stages.push_back(bert.stages.front());
+  for (int l = 0; l < layers; ++l) {
+    for (int k = 1; k <= 2; ++k) {
+      Stage stage = bert.stages[k];
+      stage.name = "layer" + std::to_string(l) + (k == 1 ? ".attention" : ".ffn");
+      chain.stages.push_back(stage);
+    }
+  }
+  chain.stages.push_back(bert.stages.back());
+  return chain;
+}
+
 }  // namespace monet::testing

@@ -21,6 +21,11 @@ namespace monet::testing {
 // feed-forward "gelu_recompute" (recomputes the GELU output in backward) and "bitmask_dropout".
 Chain bert_base_chain(std::int64_t batch, std::int64_t seq_len);
 
+// BERT-base's encoder layers (at batch 32, sequence 128) stacked `layers` deep, between its
+// embeddings and its classifier: 2 * layers + 2 stages, fixed_bytes scaled by layers / 12. A long
+// chain of repeated layers, as deep transformers are.
+Chain bert_stack_chain(int layers);
+
 // ResNet-50 (25.6M parameters) on batch x 3 x image x image: the stem, 16 bottleneck blocks,
 // then pooling, classifier and loss: 18 stages. Variants of a bottleneck: "inplace_abn"
 // (BatchNorm and ReLU fused in place, inverted in backward, so conv outputs are not kept) and
