@@ -48,6 +48,26 @@ DpState* merge_fronts(const DpState* x, const DpState* x_end, const DpState* y,
   return out;
 }
 
+// Compacts front[0, size) to its first and last states and, between them, one state per bucket:
+// the first of each (first_of_bucket) or the last. bucket(k) reads front[k]; states are read
+// before anything is written over them.
+template <typename Bucket>
+std::size_t keep_bucket_ends(DpState* front, std::size_t size, Bucket bucket,
+                             bool first_of_bucket) {
+  std::size_t kept = 1;
+  auto previous = bucket(0);
+  auto current = bucket(1);
+  for (std::size_t k = 1; k + 1 < size; ++k) {
+    const auto next = bucket(k + 1);
+    front[kept] = front[k];
+    kept += (first_of_bucket ? current != previous : current != next) ? 1 : 0;
+    previous = current;
+    current = next;
+  }
+  front[kept++] = front[size - 1];
+  return kept;
+}
+
 }  // namespace
 
 bool FrontMerge::append_front(const std::vector<DpState>& source, const std::vector<StateRun>& runs,
@@ -178,39 +198,25 @@ bool FrontMerge::thin(std::size_t first, std::vector<DpState>* pool) const {
   const std::size_t size = pool->size() - first;
   if (buckets < 2 || size <= buckets) return false;
   DpState* front = pool->data() + first;
+  std::size_t kept = 0;
   if (thin_by_time_) {
     // Time falls along the front: bucket k holds the states between k and k + 1 widths below the
-    // slowest, and its first state is its leanest. The first state, the least P, stays too, as
-    // does the last, the fastest.
+    // slowest, and its first state is its leanest.
     const double slowest = front[0].time;
     const double width = (slowest - front[size - 1].time) / static_cast<double>(buckets - 1);
     if (!(width > 0.0)) return false;
-    std::size_t kept = 1;
-    double bucket = 0.0;
-    for (std::size_t k = 1; k + 1 < size; ++k) {
-      const double next = std::floor((slowest - front[k].time) / width);
-      front[kept] = front[k];
-      kept += next != bucket ? 1 : 0;
-      bucket = next;
-    }
-    front[kept++] = front[size - 1];
-    pool->resize(first + kept);
-    return true;
+    kept = keep_bucket_ends(
+        front, size, [&](std::size_t k) { return std::floor((slowest - front[k].time) / width); },
+        /*first_of_bucket=*/true);
+  } else {
+    // P rises along the front: a bucket's fastest state is its last one.
+    const std::int64_t low = front[0].retained;
+    const std::int64_t width =
+        (front[size - 1].retained - low) / static_cast<std::int64_t>(buckets - 1) + 1;
+    kept = keep_bucket_ends(
+        front, size, [&](std::size_t k) { return (front[k].retained - low) / width; },
+        /*first_of_bucket=*/false);
   }
-  const std::int64_t low = front[0].retained;
-  const std::int64_t width =
-      (front[size - 1].retained - low) / static_cast<std::int64_t>(buckets - 1) + 1;
-  // Sorted by P with time falling: a bucket's fastest state is its last one. The first state,
-  // with the least P, stays too.
-  std::size_t kept = 1;
-  std::int64_t bucket = (front[1].retained - low) / width;
-  for (std::size_t k = 1; k + 1 < size; ++k) {
-    const std::int64_t next = (front[k + 1].retained - low) / width;
-    front[kept] = front[k];
-    kept += next != bucket ? 1 : 0;
-    bucket = next;
-  }
-  front[kept++] = front[size - 1];
   pool->resize(first + kept);
   return true;
 }
