@@ -311,6 +311,7 @@ class RuntimeImpl {
         return *hit;
       }
     }
+    if (!predictor_ && !warm_start_tried_) warm_start();
     Chain chain;
     PlanCache* cache = nullptr;
     const ShapeKey* cache_key = nullptr;
@@ -466,6 +467,46 @@ class RuntimeImpl {
     return m.chain;
   }
 
+  // Before the first measurement: the predictor saved by an earlier run (MONET_PREDICTOR_STATE),
+  // with each stage's operator modes from its variants, so that a restarted job measures no shape
+  // the saved state covers, not even its first. Throws ConfigError when the state was saved for
+  // another model.
+  void warm_start() {
+    warm_start_tried_ = true;
+    const std::string& path = options_.predictor_state;
+    if (path.empty() || !std::filesystem::exists(path)) return;
+    Predictor loaded = Predictor::load(path);
+    std::vector<StageLayout> layout;
+    std::vector<std::vector<OpMode>> modes;
+    for (std::size_t i = 0; i < stages_.size(); ++i) {
+      StageLayout l;
+      l.name = stages_[i].name;
+      l.variants.clear();
+      std::vector<OpMode> stage_modes;
+      if (i < loaded.layout().size()) {
+        for (const std::string& name : loaded.layout()[i].variants) {
+          int m = 0;
+          while (m < kOpModes && op_mode_name(static_cast<OpMode>(m)) != name) ++m;
+          if (m == kOpModes) {
+            throw ConfigError(fmt::format(
+                "{} (MONET_PREDICTOR_STATE): stage {} '{}' has variant '{}', which is no operator "
+                "mode ('default', 'compact' or 'regenerate'); delete the file to measure afresh",
+                path, i, l.name, name));
+          }
+          l.variants.push_back(name);
+          stage_modes.push_back(static_cast<OpMode>(m));
+        }
+      }
+      layout.push_back(std::move(l));
+      modes.push_back(std::move(stage_modes));
+    }
+    loaded.check_layout(layout);
+    for (std::size_t i = 0; i < stages_.size(); ++i) stages_[i].modes = modes[i];
+    predictor_ = std::make_unique<Predictor>(std::move(loaded));
+    log(LogLevel::kInfo, "predictor warm-started from {} ({} shapes profiled)", path,
+        predictor_->profiled_shapes());
+  }
+
   void make_predictor(const Chain& measured) {
     std::vector<StageLayout> layout;
     for (const Stage& s : measured.stages) {
@@ -475,16 +516,7 @@ class RuntimeImpl {
       for (const VariantCosts& v : s.variants) l.variants.push_back(v.name);
       layout.push_back(std::move(l));
     }
-    const std::string& path = options_.predictor_state;
-    if (!path.empty() && std::filesystem::exists(path)) {
-      Predictor loaded = Predictor::load(path);
-      loaded.check_layout(layout);
-      predictor_ = std::make_unique<Predictor>(std::move(loaded));
-      log(LogLevel::kInfo, "predictor warm-started from {} ({} shapes)", path,
-          predictor_->profiled_shapes());
-    } else {
-      predictor_ = std::make_unique<Predictor>(std::move(layout));
-    }
+    predictor_ = std::make_unique<Predictor>(std::move(layout));
   }
 
   void feedback(const Shape& shape, const PlanResult& plan) {
@@ -562,6 +594,7 @@ class RuntimeImpl {
   double learned_extra_ = 0.0;
   std::unordered_set<ShapeKey, ShapeKeyHash> remeasure_;
   std::optional<Shape> first_shape_;  // the shape every plan is for, under plan_once
+  bool warm_start_tried_ = false;     // warm_start() runs once, before the first measurement
   StepReport last_;
   RuntimeStats stats_;
 };

@@ -1,8 +1,11 @@
 // What a user can get wrong, and what must never be lost: a budget below the least feasible,
 // a batch that runs out of memory, eval mode, bad options.
+#include <filesystem>
+
 #include "allocator/device_pools.h"
 #include "monet/errors.h"
 #include "runtime_testing.h"
+#include "workloads/harness.h"
 
 namespace monet {
 namespace {
@@ -64,6 +67,52 @@ TEST(RuntimeErrors, ABatchThatRunsOutOfMemoryRunsAgainWithTheSameResult) {
   std::vector<torch::Tensor> got;
   for (const auto& p : model->parameters()) got.push_back(p.grad().clone());
   EXPECT_LE(worst_relative_difference(got, expected), 1e-6);
+  pools::cpu().set_budget_bytes(0);
+}
+
+// MONET_PREDICTOR_STATE: a job that starts again from the state an earlier run saved measures
+// none of the shapes that run measured, not even its first; a state saved for another model is
+// refused with what to do.
+TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
+  install();
+  auto w = testing::small_transformer();
+  const std::string path = ::testing::TempDir() + "/monet_runtime_predictor_state.json";
+  std::filesystem::remove(path);
+  const std::int64_t peak = workloads::unconstrained_peak(*w, 1).in_use_bytes;
+  Options o;
+  o.budget_bytes = peak / 2;
+  o.predictor_state = path;
+  std::vector<workloads::Batch> batches = {w->largest_batch()};
+  for (int i = 0; i < 12; ++i) batches.push_back(w->batch(5, i));
+  const auto train = [&](Runtime& rt) {
+    for (const workloads::Batch& b : batches) {
+      rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
+    }
+  };
+  auto first_model = w->make_model(3);
+  Runtime first(first_model, o);
+  train(first);
+  EXPECT_GT(first.stats().profiled_steps, 0);
+  ASSERT_TRUE(std::filesystem::exists(path));
+
+  auto model = w->make_model(3);
+  Runtime restarted(model, o);
+  train(restarted);
+  EXPECT_EQ(restarted.stats().profiled_steps, 0);
+  EXPECT_EQ(restarted.stats().steps, first.stats().steps);
+
+  auto cnn = testing::small_resnet();
+  auto other = cnn->make_model(3);
+  Runtime wrong(other, o);
+  const workloads::Batch b = cnn->largest_batch();
+  try {
+    wrong.step(b.input, [&](const torch::Tensor& out) { return cnn->loss(out, b); });
+    FAIL() << "a CNN started from a transformer's predictor state";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("saved for another model"));
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("delete the state file"));
+  }
+  std::filesystem::remove(path);
   pools::cpu().set_budget_bytes(0);
 }
 
