@@ -27,7 +27,7 @@ const std::vector<Knob>& knobs() {
        "How plans are chosen: none, all, sqrt, greedy, dp or monet (docs/planner.md)."},
       {"MONET_PREDICTOR_STATE", "unset",
        "JSON file the runtime's predictor warm-starts from when it exists and saves to after "
-       "every measured shape, so that a restarted job skips measuring again."},
+       "every measured shape, so that a restarted job measures none of the shapes it covers."},
       {"MONET_STATS", "auto",
        "Print the allocator's statistics at exit: 1, 0, or auto (under the preload or the "
        "pluggable hook when monet served any allocation; always when MONET_LOG is info or "
