@@ -2,7 +2,8 @@
 // batches from the same weights, as ratios against the run without a budget.
 //
 //   monet-bench [--model transformer|resnet|all] [--strategies LIST] [--budgets LIST]
-//               [--steps N] [--quick] [--size cpu|gpu] [--json] [--out DIR] [--seed S]
+//               [--steps N] [--quick] [--size cpu|gpu] [--warm] [--json] [--out DIR]
+//               [--seed S]
 //
 // Per workload: the unconstrained peak at the largest input (what the budgets are shares of),
 // the baseline without a budget (run first and after each budget's cells: each cell's overhead is
@@ -12,7 +13,10 @@
 // one: the memory model's time of the plans that ran against keeping every stage, free of the
 // machine's noise and of measurement passes. Writes results.json, overhead.svg and planned.svg
 // (measured and planned overhead against budget per strategy) and timeline.svg (memory within
-// one run against its budget) to --out.
+// one run against its budget) to --out. With --warm, a first run of each workload, untimed,
+// measures the shapes the runs will meet and saves its predictor (MONET_PREDICTOR_STATE), and every
+// cell starts from a copy of it: the cells then show a job's steady state, with no measurement
+// passes, and every per-shape strategy plans on the same chains.
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -53,6 +57,7 @@ struct Flags {
   std::vector<int> budgets = {80, 60, 45, 33};  // percent of the unconstrained peak
   int steps = 0;                                // 0: per model, by --quick
   bool quick = false;
+  bool warm = false;
   std::string size = "cpu";
   bool json = false;
   std::string out = "monet-bench-report";
@@ -63,8 +68,8 @@ struct Flags {
   if (!problem.empty()) std::cerr << "monet-bench: " << problem << "\n";
   std::cerr
       << "usage: monet-bench [--model transformer|resnet|all] [--strategies LIST]\n"
-         "                   [--budgets LIST] [--steps N] [--quick] [--size cpu|gpu] [--json]\n"
-         "                   [--out DIR] [--seed S]\n"
+         "                   [--budgets LIST] [--steps N] [--quick] [--size cpu|gpu] [--warm]\n"
+         "                   [--json] [--out DIR] [--seed S]\n"
          "  --model M       transformer, resnet or all (default all)\n"
          "  --strategies L  comma-separated, of all, sqrt, static, greedy, dp, monet (default\n"
          "                  all of them); the run without a budget is always made\n"
@@ -74,6 +79,9 @@ struct Flags {
          "                  resnet; with --quick 24 and 8)\n"
          "  --quick         fewer steps: every cell in under five minutes on 2 CPU cores\n"
          "  --size S        cpu (default) or gpu: larger models, for a GPU\n"
+         "  --warm          first measure the shapes the runs will meet in an untimed run, and\n"
+         "                  start every cell from its saved predictor: steady-state overheads,\n"
+         "                  no measurement passes, the same chains for every strategy\n"
          "  --json          print the results as a JSON array instead of the table\n"
          "  --out DIR       where results.json, overhead.svg, planned.svg and\n"
          "                  timeline.svg go\n"
@@ -133,6 +141,8 @@ Flags parse(int argc, char** argv) {
         if (f.steps <= 0) usage("--steps must be positive");
       } else if (arg == "--quick") {
         f.quick = true;
+      } else if (arg == "--warm") {
+        f.warm = true;
       } else if (arg == "--size") {
         f.size = value();
         if (f.size != "cpu" && f.size != "gpu") usage("--size is cpu or gpu");
@@ -158,6 +168,7 @@ Flags parse(int argc, char** argv) {
 struct Cell {
   std::string model;
   std::string strategy;  // "none" for the baseline
+  bool warm = false;     // started from the warm-up run's predictor (--warm)
   int budget_percent = 0;
   std::int64_t budget_bytes = 0;
   bool feasible = true;
@@ -202,6 +213,7 @@ nlohmann::ordered_json to_json(const Cell& c) {
   return {
       {"model", c.model},
       {"strategy", c.strategy},
+      {"warm", c.warm},
       {"budget_percent", c.budget_percent},
       {"budget_bytes", c.budget_bytes},
       {"feasible", c.feasible},
@@ -302,9 +314,11 @@ class Bench {
     return transformer ? 150 : 60;
   }
 
-  static monet::Options options_for(const std::string& strategy, std::int64_t budget) {
+  static monet::Options options_for(const std::string& strategy, std::int64_t budget,
+                                    const std::string& predictor_state) {
     monet::Options o;
     o.budget_bytes = budget;
+    o.predictor_state = predictor_state;
     if (strategy == "static") {
       o.strategy = monet::Strategy::kMonet;
       o.plan_once = true;
@@ -314,15 +328,24 @@ class Bench {
     return o;
   }
 
-  Cell run_cell(const Workload& w, const std::string& strategy, int percent, std::int64_t budget) {
+  // One run. `predictor_state`: the file its predictor starts from and saves to (none: it starts
+  // empty); with `warm`, a copy of the warm-up's state is made there first.
+  Cell run_cell(const Workload& w, const std::string& strategy, int percent, std::int64_t budget,
+                const std::string& predictor_state = "", const std::string& label_text = "") {
     Cell c;
     c.model = w.name();
     c.strategy = strategy;
+    c.warm = !predictor_state.empty() && predictor_state != warm_state_;
+    if (c.warm) {
+      std::filesystem::copy_file(warm_state_, predictor_state,
+                                 std::filesystem::copy_options::overwrite_existing);
+    }
     c.budget_percent = percent;
     c.budget_bytes = budget;
     const int steps = steps_for(w);
-    const std::string label =
-        strategy == "none" ? "baseline" : fmt::format("{}@{}%", strategy, percent);
+    const std::string label = !label_text.empty()  ? label_text
+                              : strategy == "none" ? "baseline"
+                                                   : fmt::format("{}@{}%", strategy, percent);
     const monet::tools::Progress progress(fmt::format("{} {}", w.name(), label), steps,
                                           flags_.json);
     double error_sum = 0.0;
@@ -352,7 +375,7 @@ class Bench {
     };
     try {
       const monet::workloads::TrainResult r =
-          monet::workloads::train(w, options_for(strategy, budget), spec);
+          monet::workloads::train(w, options_for(strategy, budget, predictor_state), spec);
       c.seconds = r.seconds;
       c.peak_bytes = r.peak_reserved;
       c.peak_in_use_bytes = r.peak_in_use;
@@ -384,13 +407,37 @@ class Bench {
     // The machine's speed drifts over minutes (shared cores), so the baseline runs before each
     // budget's cells and once after the last: each cell is compared with the two baseline runs
     // around it, interpolated to the middle of its own run.
+    std::string cell_state;
+    if (flags_.warm) {
+      // The shapes are the same in every run and measured alike at any budget: one run at the
+      // largest budget measures them all.
+      warm_state_ = flags_.out + "/predictor-" + w.name() + ".json";
+      cell_state = flags_.out + "/predictor-cell.json";
+      std::filesystem::remove(warm_state_);
+      const int percent = *std::max_element(flags_.budgets.begin(), flags_.budgets.end());
+      const Cell warm_up =
+          run_cell(w, "monet", percent,
+                   static_cast<std::int64_t>(static_cast<double>(peak_) * percent / 100.0),
+                   warm_state_, "warm-up");
+      if (!std::filesystem::exists(warm_state_)) {
+        throw monet::ConfigError(fmt::format(
+            "monet-bench --warm: the warm-up run of {} at {}% saved no predictor state ({}); "
+            "run without --warm",
+            w.name(), percent, warm_up.error.empty() ? "it measured nothing" : warm_up.error));
+      }
+      if (!flags_.json) {
+        std::fprintf(stderr, "%s: warm-up measured %lld shapes in %.1f s (saved to %s)\n",
+                     w.name().c_str(), static_cast<long long>(warm_up.stats.profiled_steps),
+                     warm_up.stats.profile_seconds, warm_state_.c_str());
+      }
+    }
     std::vector<Cell> cells;
     std::vector<Cell> baselines{run_cell(w, "none", 0, 0)};
     for (std::size_t b = 0; b < flags_.budgets.size(); ++b) {
       const int percent = flags_.budgets[b];
       const auto budget = static_cast<std::int64_t>(static_cast<double>(peak_) * percent / 100.0);
       for (const std::string& s : flags_.strategies)
-        cells.push_back(run_cell(w, s, percent, budget));
+        cells.push_back(run_cell(w, s, percent, budget, cell_state));
       baselines.push_back(run_cell(w, "none", 0, 0));
     }
     auto middle = [](const Cell& c) { return (c.started + c.ended) / 2; };
@@ -452,9 +499,10 @@ class Bench {
   void print_table(const Workload& w, const std::vector<Cell>& cells) const {
     std::printf(
         "\n%s: %d steps per run, unconstrained peak %s at %s, baseline %.2f s (the mean of %d "
-        "runs, %.1f%% apart at most)\n",
+        "runs, %.1f%% apart at most)%s\n",
         w.name().c_str(), steps_for(w), monet::format_bytes(peak_).c_str(), largest_.c_str(),
-        baseline_seconds_, baseline_runs_, 100.0 * baseline_spread_);
+        baseline_seconds_, baseline_runs_, 100.0 * baseline_spread_,
+        flags_.warm ? "; every cell from the warm-up's predictor" : "");
     std::printf("  %-7s %-9s %-7s %9s %8s %11s %7s %6s %8s %6s %8s %9s\n", "budget", "", "strategy",
                 "overhead", "planned", "peak/budget", "retries", "plans", "plan us", "cache",
                 "measured", "pred. err");
@@ -569,7 +617,7 @@ class Bench {
     spec.device = device_;
     spec.start_with_largest = true;
     spec.before_steps = [&] { sampler.start(); };
-    monet::workloads::train(*w, options_for(chosen->strategy, chosen->budget_bytes), spec);
+    monet::workloads::train(*w, options_for(chosen->strategy, chosen->budget_bytes, ""), spec);
     sampler.stop();
     pool.set_budget_bytes(0);
     monet::report::Timeline& t = sampler.timeline();
@@ -589,6 +637,7 @@ class Bench {
   torch::Device device_;
   std::size_t peak_ = 0;
   std::string largest_;
+  std::string warm_state_;  // --warm: the warm-up run's predictor state, for the workload at hand
   double baseline_seconds_ = 0.0;
   double baseline_spread_ = 0.0;
   int baseline_runs_ = 0;
