@@ -15,8 +15,8 @@
 // (measured and planned overhead against budget per strategy) and timeline.svg (memory within
 // one run against its budget) to --out. With --warm, a first run of each workload, untimed,
 // measures the shapes the runs will meet and saves its predictor (MONET_PREDICTOR_STATE), and every
-// cell starts from a copy of it: the cells then show a job's steady state, with no measurement
-// passes, and every per-shape strategy plans on the same chains.
+// cell starts from a copy of it: the cells then show a job's steady state, measuring a shape only
+// where a plan missed its measured peak, and every per-shape strategy plans on the same chains.
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -81,7 +81,7 @@ struct Flags {
          "  --size S        cpu (default) or gpu: larger models, for a GPU\n"
          "  --warm          first measure the shapes the runs will meet in an untimed run, and\n"
          "                  start every cell from its saved predictor: steady-state overheads,\n"
-         "                  no measurement passes, the same chains for every strategy\n"
+         "                  no first measurements, the same chains for every strategy\n"
          "  --json          print the results as a JSON array instead of the table\n"
          "  --out DIR       where results.json, overhead.svg, planned.svg and\n"
          "                  timeline.svg go\n"
