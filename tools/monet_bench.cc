@@ -328,18 +328,18 @@ class Bench {
     return o;
   }
 
+  // The budget at `percent` of the unconstrained peak.
+  std::int64_t budget_at(int percent) const {
+    return static_cast<std::int64_t>(static_cast<double>(peak_) * percent / 100.0);
+  }
+
   // One run. `predictor_state`: the file its predictor starts from and saves to (none: it starts
-  // empty); with `warm`, a copy of the warm-up's state is made there first.
+  // empty).
   Cell run_cell(const Workload& w, const std::string& strategy, int percent, std::int64_t budget,
                 const std::string& predictor_state = "", const std::string& label_text = "") {
     Cell c;
     c.model = w.name();
     c.strategy = strategy;
-    c.warm = !predictor_state.empty() && predictor_state != warm_state_;
-    if (c.warm) {
-      std::filesystem::copy_file(warm_state_, predictor_state,
-                                 std::filesystem::copy_options::overwrite_existing);
-    }
     c.budget_percent = percent;
     c.budget_bytes = budget;
     const int steps = steps_for(w);
@@ -407,19 +407,15 @@ class Bench {
     // The machine's speed drifts over minutes (shared cores), so the baseline runs before each
     // budget's cells and once after the last: each cell is compared with the two baseline runs
     // around it, interpolated to the middle of its own run.
-    std::string cell_state;
+    const std::string warm_state = flags_.out + "/predictor-" + w.name() + ".json";
+    const std::string cell_state = flags_.out + "/predictor-cell.json";
     if (flags_.warm) {
       // The shapes are the same in every run and measured alike at any budget: one run at the
       // largest budget measures them all.
-      warm_state_ = flags_.out + "/predictor-" + w.name() + ".json";
-      cell_state = flags_.out + "/predictor-cell.json";
-      std::filesystem::remove(warm_state_);
+      std::filesystem::remove(warm_state);
       const int percent = *std::max_element(flags_.budgets.begin(), flags_.budgets.end());
-      const Cell warm_up =
-          run_cell(w, "monet", percent,
-                   static_cast<std::int64_t>(static_cast<double>(peak_) * percent / 100.0),
-                   warm_state_, "warm-up");
-      if (!std::filesystem::exists(warm_state_)) {
+      const Cell warm_up = run_cell(w, "monet", percent, budget_at(percent), warm_state, "warm-up");
+      if (!std::filesystem::exists(warm_state)) {
         throw monet::ConfigError(fmt::format(
             "monet-bench --warm: the warm-up run of {} at {}% saved no predictor state ({}); "
             "run without --warm",
@@ -428,16 +424,24 @@ class Bench {
       if (!flags_.json) {
         std::fprintf(stderr, "%s: warm-up measured %lld shapes in %.1f s (saved to %s)\n",
                      w.name().c_str(), static_cast<long long>(warm_up.stats.profiled_steps),
-                     warm_up.stats.profile_seconds, warm_state_.c_str());
+                     warm_up.stats.profile_seconds, warm_state.c_str());
       }
     }
     std::vector<Cell> cells;
     std::vector<Cell> baselines{run_cell(w, "none", 0, 0)};
     for (std::size_t b = 0; b < flags_.budgets.size(); ++b) {
       const int percent = flags_.budgets[b];
-      const auto budget = static_cast<std::int64_t>(static_cast<double>(peak_) * percent / 100.0);
-      for (const std::string& s : flags_.strategies)
-        cells.push_back(run_cell(w, s, percent, budget, cell_state));
+      const std::int64_t budget = budget_at(percent);
+      for (const std::string& s : flags_.strategies) {
+        // Each cell from a fresh copy of the warm-up's state: what one cell measures again is not
+        // another's.
+        if (flags_.warm) {
+          std::filesystem::copy_file(warm_state, cell_state,
+                                     std::filesystem::copy_options::overwrite_existing);
+        }
+        cells.push_back(run_cell(w, s, percent, budget, flags_.warm ? cell_state : ""));
+        cells.back().warm = flags_.warm;
+      }
       baselines.push_back(run_cell(w, "none", 0, 0));
     }
     auto middle = [](const Cell& c) { return (c.started + c.ended) / 2; };
@@ -637,7 +641,6 @@ class Bench {
   torch::Device device_;
   std::size_t peak_ = 0;
   std::string largest_;
-  std::string warm_state_;  // --warm: the warm-up run's predictor state, for the workload at hand
   double baseline_seconds_ = 0.0;
   double baseline_spread_ = 0.0;
   int baseline_runs_ = 0;
