@@ -71,7 +71,8 @@ struct PlanResult {
   std::int64_t peak_bytes = 0;          // simulate(chain, plan).peak_bytes
   double time = 0.0;                    // simulate(chain, plan).time, seconds per iteration
   // simulate()'s time of keeping every stage with its default variant (the run without a
-  // budget), seconds: time / unconstrained_time - 1 is the recomputation the plan adds.
+  // budget), seconds: time / unconstrained_time - 1 is the recomputation the plan adds (a little
+  // below zero where a variant the plan chose was measured faster than the default).
   double unconstrained_time = 0.0;
   double plan_us = 0.0;  // microseconds the strategy took to plan
   Plan plan;
