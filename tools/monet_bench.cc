@@ -17,6 +17,7 @@
 // measures the shapes the runs will meet and saves its predictor (MONET_PREDICTOR_STATE), and every
 // cell starts from a copy of it: the cells then show a job's steady state, measuring a shape only
 // where a plan missed its measured peak, and every per-shape strategy plans on the same chains.
+// --quick runs fewer steps, warm.
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -77,7 +78,9 @@ struct Flags {
          "                  largest input (default 80,60,45,33)\n"
          "  --steps N       timed steps per run (default 150 for the transformer and 60 for\n"
          "                  resnet; with --quick 24 and 8)\n"
-         "  --quick         fewer steps: every cell in under five minutes on 2 CPU cores\n"
+         "  --quick         fewer steps, and --warm: every cell in under five minutes on 2\n"
+         "                  CPU cores (a few steps with first measurements in them would\n"
+         "                  measure little else)\n"
          "  --size S        cpu (default) or gpu: larger models, for a GPU\n"
          "  --warm          first measure the shapes the runs will meet in an untimed run, and\n"
          "                  start every cell from its saved predictor: steady-state overheads,\n"
@@ -161,6 +164,8 @@ Flags parse(int argc, char** argv) {
       usage("bad number for " + arg);
     }
   }
+  // A cell of a few steps that measures 3 to 5 shapes is mostly its measurements.
+  if (f.quick) f.warm = true;
   return f;
 }
 
