@@ -66,6 +66,7 @@ struct Plan {
 struct PlanResult {
   Strategy strategy = Strategy::kMonet;
   std::int64_t budget_bytes = 0;        // the budget planned for, fixed_bytes included
+  std::int64_t fixed_bytes = 0;         // the chain's fixed_bytes the plan was made with
   bool feasible = false;                // peak_bytes <= budget_bytes
   std::int64_t min_feasible_bytes = 0;  // the least budget at which this strategy finds a plan
   std::int64_t peak_bytes = 0;          // simulate(chain, plan).peak_bytes

@@ -280,6 +280,12 @@ class RuntimeImpl {
     return simulate(chain, plan).peak_bytes;
   }
 
+  // A cached plan no longer fits: the bytes that stay between steps grew since it was made, by
+  // more than the room it left under its budget.
+  bool outgrown(const PlanResult& plan, CachingAllocator& pool) const {
+    return plan.peak_bytes + (fixed_bytes(pool) - plan.fixed_bytes) > plan.budget_bytes;
+  }
+
   // Every stage kept in its default variant.
   Plan keep_all() const {
     Plan p;
@@ -303,7 +309,23 @@ class RuntimeImpl {
     last_.budget_bytes = budget;
     if (!remeasure) {
       const PlanResult* hit = cache_.find(key);
-      if (hit == nullptr) hit = exact_cache_.find(exact);
+      PlanCache* hit_cache = &cache_;
+      const ShapeKey* hit_key = &key;
+      if (hit == nullptr) {
+        hit = exact_cache_.find(exact);
+        hit_cache = &exact_cache_;
+        hit_key = &exact;
+      }
+      if (hit != nullptr && outgrown(*hit, pool)) {
+        // What stays between steps grew since the plan was made (an optimizer makes its state
+        // at its first step): planned again from the same chain, not measured again.
+        log(LogLevel::kInfo,
+            "shape {}: fixed bytes grew from {} to {} since its plan was made; planned again",
+            join_dims(shape), format_bytes(static_cast<std::size_t>(hit->fixed_bytes)),
+            format_bytes(static_cast<std::size_t>(fixed_bytes(pool))));
+        hit_cache->erase(*hit_key);
+        hit = nullptr;
+      }
       if (hit != nullptr) {
         ++stats_.cache_hits;
         last_.plan_from_cache = true;

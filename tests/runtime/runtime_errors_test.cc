@@ -116,6 +116,50 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
   pools::cpu().set_budget_bytes(0);
 }
 
+// An optimizer makes its state at its first step, after the first plans were made: a cached plan
+// that no longer fits is made again from the same chain, before it runs out of memory and without
+// measuring the shape again.
+TEST(RuntimeErrors, AnOptimizersStateIsPlannedForOnceItAppears) {
+  install();
+  // Parameters that weigh as much as the activations: Adam's two moments are a third of the step.
+  workloads::TransformerConfig c;
+  c.vocab = 4096;
+  c.d_model = 64;
+  c.d_ff = 128;
+  c.layers = 4;
+  c.max_seq = 64;
+  auto w = workloads::make_transformer_workload(c);
+  const workloads::Batch b = w->largest_batch();
+  const auto train = [&](Runtime& rt, torch::nn::Sequential& model, int steps) {
+    torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(1e-3));
+    for (int i = 0; i < steps; ++i) {
+      adam.zero_grad();
+      rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
+      adam.step();
+    }
+  };
+  // The peak of a step with Adam's state, without a budget.
+  auto free_model = w->make_model(1);
+  Runtime unbudgeted(free_model, Options{});
+  train(unbudgeted, free_model, 2);
+  const std::int64_t peak = unbudgeted.stats().max_measured_peak_bytes;
+  std::int64_t state_bytes = 0;
+  for (const auto& p : free_model->parameters()) state_bytes += 2 * p.numel() * 4;
+  ASSERT_GT(peak, 0);
+
+  auto model = w->make_model(1);
+  Options o;
+  o.budget_bytes = peak * 3 / 4;
+  Runtime rt(model, o);
+  train(rt, model, 4);
+  EXPECT_EQ(rt.stats().retries, 0);
+  EXPECT_EQ(rt.stats().profiled_steps, 1);
+  EXPECT_EQ(rt.stats().plans_made, 2);  // the first plan, and again once Adam's state was there
+  EXPECT_GT(state_bytes, o.budget_bytes / 8);  // more than plans leave free
+  EXPECT_LE(rt.stats().max_measured_peak_bytes, o.budget_bytes);
+  pools::cpu().set_budget_bytes(0);
+}
+
 TEST(RuntimeErrors, EvalModeAndNoGradRunThePlainModel) {
   install();
   auto w = testing::small_resnet();
