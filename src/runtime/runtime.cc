@@ -94,11 +94,12 @@ class RuntimeImpl {
         const PlanResult plan = plan_for(input, plan_shape, pool, &measuring);
         planned_for = plan.budget_bytes;
         last_.predicted_peak_bytes = predicted_peak(shape, plan.plan, pool);
+        const std::int64_t fixed = fixed_bytes(pool);
         const Mark mark = pool.mark();
         at::Tensor loss = run_plan(stages_, plan.plan, input, anchor_);
         loss.backward();
         last_.measured_peak_bytes = static_cast<std::int64_t>(pool.peak_requested_since(mark));
-        if (!options_.plan_once) feedback(shape, plan);
+        if (!options_.plan_once) feedback(shape, plan, fixed);
         ++stats_.steps;
         stats_.max_measured_peak_bytes =
             std::max(stats_.max_measured_peak_bytes, last_.measured_peak_bytes);
@@ -541,11 +542,14 @@ class RuntimeImpl {
     predictor_ = std::make_unique<Predictor>(std::move(layout));
   }
 
-  void feedback(const Shape& shape, const PlanResult& plan) {
+  // `fixed`: the bytes that stayed from the steps before this one, as the plan counts them; what
+  // they grew by since the plan was made (an optimizer's first state) is no fault of the chain.
+  void feedback(const Shape& shape, const PlanResult& plan, std::int64_t fixed) {
     if (options_.budget_bytes == 0 || plan.peak_bytes == 0) return;
     const double tolerance = cache_.options().peak_tolerance;
+    const std::int64_t planned = plan.peak_bytes + (fixed - plan.fixed_bytes);
     if (static_cast<double>(last_.measured_peak_bytes) >
-        static_cast<double>(plan.peak_bytes) * (1.0 + tolerance)) {
+        static_cast<double>(planned) * (1.0 + tolerance)) {
       const ShapeKey key(shape);
       const bool dropped = cache_.erase(key) | exact_cache_.erase(ShapeKey(shape, 62));
       if (dropped) ++stats_.dropped_plans;
@@ -553,7 +557,8 @@ class RuntimeImpl {
       log(LogLevel::kInfo,
           "shape {}: measured peak {} above the planned {}; its plan is dropped and the shape "
           "measured again",
-          last_.shape, format_bytes(last_.measured_peak_bytes), format_bytes(plan.peak_bytes));
+          last_.shape, format_bytes(last_.measured_peak_bytes),
+          format_bytes(static_cast<std::size_t>(planned)));
     }
   }
 

@@ -157,6 +157,18 @@ TEST(RuntimeErrors, AnOptimizersStateIsPlannedForOnceItAppears) {
   EXPECT_EQ(rt.stats().plans_made, 2);  // the first plan, and again once Adam's state was there
   EXPECT_GT(state_bytes, o.budget_bytes / 8);  // more than plans leave free
   EXPECT_LE(rt.stats().max_measured_peak_bytes, o.budget_bytes);
+
+  // A plan with room to spare keeps running, and the state it did not count does not make its
+  // peak look under-predicted: the shape is not measured again.
+  auto roomy_model = w->make_model(1);
+  Options roomy;
+  roomy.budget_bytes = peak;
+  roomy.strategy = Strategy::kAll;
+  Runtime roomy_rt(roomy_model, roomy);
+  train(roomy_rt, roomy_model, 4);
+  EXPECT_EQ(roomy_rt.stats().profiled_steps, 1);
+  EXPECT_EQ(roomy_rt.stats().plans_made, 1);
+  EXPECT_EQ(roomy_rt.stats().dropped_plans, 0);
   pools::cpu().set_budget_bytes(0);
 }
 
