@@ -121,7 +121,8 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
 // measuring the shape again.
 TEST(RuntimeErrors, AnOptimizersStateIsPlannedForOnceItAppears) {
   install();
-  // Parameters that weigh as much as the activations: Adam's two moments are a third of the step.
+  // Parameters that weigh much against the activations: Adam's two moments are about a seventh of
+  // the step's peak, more than a plan leaves free.
   workloads::TransformerConfig c;
   c.vocab = 4096;
   c.d_model = 64;
