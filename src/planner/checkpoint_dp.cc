@@ -52,7 +52,7 @@ struct CheckpointDp::Buffers {
   std::vector<Growth> growth;
   std::vector<SegmentOption> options_at;
   SegmentSweep sweep;
-  std::vector<double> prefix_time;
+  std::vector<double> least_lead;
 };
 
 std::vector<std::unique_ptr<CheckpointDp::Buffers>>& CheckpointDp::spare_buffers() {
@@ -95,7 +95,7 @@ CheckpointDp::CheckpointDp(const BlockCosts& costs, DpChoices choices, DpOptions
       growth_(buffers_->growth),
       options_at_(buffers_->options_at),
       sweep_(buffers_->sweep),
-      prefix_time_(buffers_->prefix_time) {
+      least_lead_(buffers_->least_lead) {
   merge_.set_max_front(options.max_front);
   merge_.set_thin_by_time(options.thin_by_time);
   steps_.clear();
@@ -327,50 +327,23 @@ bool CheckpointDp::add_segment_options(int start, int b, std::int64_t headroom) 
 
 void CheckpointDp::make_steps() {
   const std::size_t layers = choices_.segment.size();
-  if (steps_.size() == layers * static_cast<std::size_t>(stages_ + 1)) return;
-  steps_.resize(layers * static_cast<std::size_t>(stages_ + 1));
-  prefix_time_.assign(steps_.size(), 0.0);
-  for (std::size_t l = 0; l < layers; ++l) {
-    for (int j = 1; j <= stages_; ++j) {
-      const int v = choices_.segment[l][j - 1];
-      const std::int64_t in = costs_.out(j - 1), out = costs_.out(j);
-      steps_[l * static_cast<std::size_t>(stages_ + 1) + static_cast<std::size_t>(j)] = LayerStep{
-          in + out + costs_.fwd_peak(j, v), costs_.saved(j, v) + out, costs_.fwd_peak(j, v),
-          in + costs_.bwd_peak(j, v), 2.0 * costs_.fwd_time(j, v) + costs_.bwd_time(j, v)};
-      const std::size_t at =
-          l * static_cast<std::size_t>(stages_ + 1) + static_cast<std::size_t>(j);
-      prefix_time_[at] = prefix_time_[at - 1] + steps_[at].time;
-    }
-  }
-}
-
-void CheckpointDp::drop_beaten(int b) {
-  // A rival must come from a later start: a later start has every layer's room that an earlier
-  // one has (local() only grows as a segment starts earlier), so if its state has no more P and
-  // is no slower before its segment, by at least what the earlier start's segment spends on the
-  // stages in between in any layer, it beats the earlier state at every later boundary too.
-  const std::size_t layers = choices_.segment.size();
-  const std::size_t row = static_cast<std::size_t>(stages_ + 1);
-  const auto rival_before = [&](const DpState& rival) {
-    if (rival.kind == kLean) {
-      return rival.time - lean_segments_[static_cast<std::size_t>(rival.choice)].time;
-    }
-    const std::size_t l = static_cast<std::size_t>(rival.choice) * row;
-    return rival.time - (prefix_time_[l + static_cast<std::size_t>(b)] -
-                         prefix_time_[l + static_cast<std::size_t>(rival.from)]);
-  };
-  const auto allowance = [&](int start, int rival_start) {
-    // A start with lean segments has options of its own: its states stay.
-    if (!lean_by_start_[start].empty()) return -std::numeric_limits<double>::infinity();
+  const auto row = static_cast<std::size_t>(stages_ + 1);
+  if (steps_.size() == layers * row) return;
+  steps_.resize(layers * row);
+  least_lead_.assign(row, 0.0);
+  for (int j = 1; j <= stages_; ++j) {
+    const std::int64_t in = costs_.out(j - 1), out = costs_.out(j);
     double least = std::numeric_limits<double>::infinity();
     for (std::size_t l = 0; l < layers; ++l) {
-      least = std::min(least, prefix_time_[l * row + static_cast<std::size_t>(rival_start - 1)] -
-                                  prefix_time_[l * row + static_cast<std::size_t>(start - 1)]);
+      const int v = choices_.segment[l][j - 1];
+      LayerStep& step = steps_[l * row + static_cast<std::size_t>(j)];
+      step = LayerStep{in + out + costs_.fwd_peak(j, v), costs_.saved(j, v) + out,
+                       costs_.fwd_peak(j, v), in + costs_.bwd_peak(j, v),
+                       2.0 * costs_.fwd_time(j, v) + costs_.bwd_time(j, v)};
+      least = std::min(least, step.time);
     }
-    return least;
-  };
-  sweep_.drop_beaten(pool_.data() + front_begin(b, 1), pool_.data() + front_end(b, 1), rival_before,
-                     allowance);
+    least_lead_[static_cast<std::size_t>(j)] = least_lead_[static_cast<std::size_t>(j - 1)] + least;
+  }
 }
 
 DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent) {
@@ -465,7 +438,8 @@ std::optional<DpSolution> CheckpointDp::search(std::int64_t headroom, double bou
     if (!united_.empty()) {
       std::fill_n(growth_.data() + static_cast<std::size_t>(b) * layers, layers, Growth{});
       open_.push_back(b);
-      sweep_.add_start(b, united_, costs_.out(b - 1));
+      sweep_.add_start(b, united_, costs_.out(b - 1), least_lead_[static_cast<std::size_t>(b - 1)],
+                       lean_by_start_[static_cast<std::size_t>(b)].empty());
     }
     std::size_t still_open = 0;
     for (int start : open_) {
@@ -477,15 +451,13 @@ std::optional<DpSolution> CheckpointDp::search(std::int64_t headroom, double bou
     }
     open_.resize(still_open);
     const std::size_t first = pool_.size();
-    sweep_.sweep(bound_ - least_rest_[b], &pool_);
+    sweep_.sweep(bound_ - least_rest_[b], least_lead_[static_cast<std::size_t>(b)], &pool_);
     prune(b, headroom, first);
     if (merge_.thin(first, &pool_)) bucketed_ = true;
     // A cut front makes the answer depend on the bound (it shapes the buckets); solve_faster_than()
     // promises the exact answer or none, and its caller then wants solve()'s.
     if (bucketed_ && use_rest_bound_) return std::nullopt;
     front_start_.push_back(static_cast<std::int32_t>(pool_.size()));
-    // Every fourth boundary is enough to keep the list short, at a quarter of the cost.
-    if (b % 4 == 0) drop_beaten(b);
   }
 
   // Every state at the last boundary fits: it passed need(L) = the turn when it was made.

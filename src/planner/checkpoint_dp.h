@@ -180,9 +180,6 @@ class CheckpointDp {
   bool add_segment_options(int start, int b, std::int64_t headroom);
   // Fills steps_ for the layers there are.
   void make_steps();
-  // Drops the segment starts' states that a state of front(b, 1) from a later start beats at
-  // every boundary from b on.
-  void drop_beaten(int b);
   // Drops the states of the front that starts at pool_[first] (and ends the pool) that cannot
   // finish faster than the incumbent (RestBound).
   void prune(int boundary, std::int64_t headroom, std::size_t first);
@@ -231,7 +228,8 @@ class CheckpointDp {
   std::vector<SegmentOption>& options_at_;
   SegmentSweep& sweep_;
   std::vector<std::int64_t> least_need_after_;  // per boundary b: the least need(b'), b' >= b
-  std::vector<double>& prefix_time_;            // per layer, time of its segment over stages 1..j
+  // Per boundary j, the least time a segment spends on stages 1..j (each in its fastest layer).
+  std::vector<double>& least_lead_;
 };
 
 // The `dp` strategy: CheckpointDp over default variants.

@@ -13,14 +13,18 @@ void SegmentSweep::reset(int stages, int options) {
   fastest_.assign(starts, std::numeric_limits<double>::infinity());
   max_key_.assign(starts, kNone);
   closed_.assign(starts, 0);
-  beaten_.clear();
+  lead_.assign(starts, 0.0);
+  droppable_.assign(starts, 0);
   stride_ = static_cast<std::size_t>(options);
   options_.resize(starts * stride_);
   option_count_.assign(starts, 0);
   cursor_.assign(starts, 0);
 }
 
-void SegmentSweep::add_start(int start, const std::vector<DpState>& front, std::int64_t input) {
+void SegmentSweep::add_start(int start, const std::vector<DpState>& front, std::int64_t input,
+                             double lead, bool droppable) {
+  lead_[start] = lead;
+  droppable_[start] = droppable ? 1 : 0;
   for (const DpState& state : front) {
     added_.push_back(Point{state.retained + input, state.time, start, state.parent});
     fastest_[start] = std::min(fastest_[start], state.time);
@@ -28,7 +32,7 @@ void SegmentSweep::add_start(int start, const std::vector<DpState>& front, std::
   if (!front.empty()) least_retained_[start] = front.front().retained + input;
 }
 
-void SegmentSweep::sweep(double cutoff, std::vector<DpState>* pool) {
+void SegmentSweep::sweep(double cutoff, double lead, std::vector<DpState>* pool) {
   std::fill(cursor_.begin(), cursor_.end(), 0);
   next_least_.assign(least_retained_.size(), kNone);
   next_fastest_.assign(fastest_.size(), std::numeric_limits<double>::infinity());
@@ -42,18 +46,26 @@ void SegmentSweep::sweep(double cutoff, std::vector<DpState>* pool) {
   const Point* const x_end = x + points_.size();
   const Point* y = added_.data();
   const Point* const y_end = y + added_.size();
-  const std::uint8_t* beaten = beaten_.empty() ? nullptr : beaten_.data();
+  // The least time - lead of the added points walked so far (those with no larger key).
+  double rival = std::numeric_limits<double>::infinity();
+  const double too_slow = cutoff - lead;  // time - lead at which a point is of no more use
   while (x != x_end || y != y_end) {
     const bool old = y == y_end || (x != x_end && x->key <= y->key);
     const Point& p = old ? *x : *y;
-    const bool gone = old && beaten != nullptr && beaten[x - points_.data()] != 0;
     if (old) {
       ++x;
     } else {
       ++y;
     }
     const int start = p.start;
-    if (gone || closed_[start] || p.key > max_key_[start]) continue;
+    if (closed_[start] || p.key > max_key_[start]) continue;
+    const double lag = p.time - lead_[start];
+    if (lag >= too_slow) continue;
+    if (!old) {
+      rival = std::min(rival, lag);
+    } else if (droppable_[start] && rival <= lag) {
+      continue;  // a point of the new start beats it from here on
+    }
     *kept++ = p;
     if (next_least_[start] == kNone) next_least_[start] = p.key;
     next_fastest_[start] = std::min(next_fastest_[start], p.time);
@@ -76,7 +88,6 @@ void SegmentSweep::sweep(double cutoff, std::vector<DpState>* pool) {
   spare_.resize(static_cast<std::size_t>(kept - spare_.data()));
   points_.swap(spare_);
   added_.clear();
-  beaten_.clear();
   least_retained_.swap(next_least_);
   fastest_.swap(next_fastest_);
 }

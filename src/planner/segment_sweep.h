@@ -9,8 +9,8 @@
 // faster than every state before it. This replaces merging one run of candidates per start, which
 // cost several times as much.
 //
-// A state whose candidate a state of a later start beats, with room to spare at every boundary
-// from here on, can never be of use again and leaves the list (drop_beaten).
+// A state that a state of a later start beats, with room to spare at every boundary from here on,
+// can never be of use again and leaves the list (sweep()).
 #pragma once
 
 #include <cstdint>
@@ -42,7 +42,15 @@ class SegmentSweep {
   // Adds the states of `front`, the front of boundary start - 1 (both sides, sorted by P, each
   // state's `parent` its index in the pool: FrontMerge::unite), as `start`'s points; they join
   // the list at the next sweep().
-  void add_start(int start, const std::vector<DpState>& front, std::int64_t input);
+  //
+  // `lead` is the least time a segment can spend on stages 1..start - 1 (each stage in its
+  // fastest variant, forward twice), which makes points of different starts comparable: a point
+  // of an earlier start a must still pay at least lead(start) - lead(a) for the stages before
+  // `start`. With `droppable`, points of this start leave the list for good when a point of a
+  // later start has no larger key and no larger time - lead (see sweep()); a start with segments
+  // of its own, which a later start does not have, sets it false.
+  void add_start(int start, const std::vector<DpState>& front, std::int64_t input, double lead,
+                 bool droppable);
 
   // A start's points after the last sweep: none, the least key and the least time.
   bool empty(int start) const { return least_retained_[start] == kNone; }
@@ -62,17 +70,19 @@ class SegmentSweep {
   void set_option_count(int start, int count) { option_count_[start] = count; }
 
   // Appends to `pool` the front of the segments ending at this boundary whose states are faster
-  // than `cutoff` seconds there. On the way, merges the added points in and drops those of
-  // closed starts, beaten ones and those past their start's largest key.
-  void sweep(double cutoff, std::vector<DpState>* pool);
-
-  // Marks points beaten for good. `rival_before(front_state)` gives the time before its segment
-  // of a state of front(b, 1); `allowance(start, rival_start)` the least a segment of `start`
-  // spends on stages start..rival_start - 1. A point is beaten when the fastest front state with
-  // no larger P comes from a later start and is no slower before its segment, by that allowance.
-  template <typename RivalBefore, typename Allowance>
-  void drop_beaten(const DpState* front, const DpState* front_end, RivalBefore rival_before,
-                   Allowance allowance);
+  // than `cutoff` seconds there, `lead` being the least time a segment spends on the stages up to
+  // here. On the way, merges the added points in and drops those of closed starts, those past
+  // their start's largest key, and those that cannot beat the cutoff here or later: time - lead
+  // + lead(here) >= cutoff, where both the least time of a segment and the cutoff (a bound less
+  // the least time of the stages after the boundary) grow with every stage.
+  //
+  // It also drops, for good, the droppable points that a point of the start just added beats:
+  // with no larger key and no larger time - lead. Such a point q, of start a', against a point p of
+  // an earlier start a, in any layer l and at any boundary from here on: q's segment has at
+  // least p's room (it holds fewer stages, and q.key <= p.key), and it is no slower, since
+  // q.time <= p.time + lead(a') - lead(a) <= p.time + T_l(a..a' - 1). Every pair of points is
+  // compared once, when the later start is added, at a cost of one comparison per point.
+  void sweep(double cutoff, double lead, std::vector<DpState>* pool);
 
  private:
   static constexpr std::int64_t kNone = INT64_MAX;
@@ -85,27 +95,13 @@ class SegmentSweep {
   std::vector<std::int64_t> next_least_;      // per start, during a sweep
   std::vector<double> next_fastest_;          // per start, during a sweep
   std::vector<std::int64_t> max_key_;         // per start
+  std::vector<double> lead_;                  // per start
+  std::vector<std::uint8_t> droppable_;       // per start
   std::vector<std::uint8_t> closed_;          // per start
-  std::vector<std::uint8_t> beaten_;          // per point
   std::size_t stride_ = 0;
   std::vector<Option> options_;    // per start, stride_ of them
   std::vector<int> option_count_;  // per start
   std::vector<int> cursor_;        // per start, during a sweep
 };
-
-template <typename RivalBefore, typename Allowance>
-void SegmentSweep::drop_beaten(const DpState* front, const DpState* front_end,
-                               RivalBefore rival_before, Allowance allowance) {
-  // Both lists are sorted by P: one walk down each. The front's fastest state with P <= a key is
-  // the last one with P <= the key.
-  const DpState* rival = nullptr;
-  beaten_.assign(points_.size(), 0);
-  for (std::size_t k = 0; k < points_.size(); ++k) {
-    const Point& p = points_[k];
-    while (front != front_end && front->retained <= p.key) rival = front++;
-    if (rival == nullptr || rival->from + 1 <= p.start) continue;
-    if (rival_before(*rival) <= p.time + allowance(p.start, rival->from + 1)) beaten_[k] = 1;
-  }
-}
 
 }  // namespace monet
