@@ -54,38 +54,57 @@ StrategyOutcome plan_sqrt(const Chain& chain, std::int64_t budget_bytes) {
 StrategyOutcome plan_greedy(const Chain& chain, std::int64_t budget_bytes) {
   const int stages = static_cast<int>(chain.stages.size());
   Plan plan = uniform_plan(chain, false);
-  const Plan kept_plan = plan;
   std::vector<std::int64_t> size(stages);
-  for (int k = 0; k < stages; ++k) size[k] = retained_bytes(chain, kept_plan, k);
+  for (int k = 0; k < stages; ++k) size[k] = retained_bytes(chain, plan, k);
   std::vector<int> order(stages);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return size[x] > size[y]; });
 
   // The block form gives simulate()'s peak exactly for default variants (block_costs.h), at a
-  // fraction of the cost: greedy takes a peak per stage it checkpoints.
+  // fraction of the cost: greedy takes a peak per stage it checkpoints. Its plans hold kept stages
+  // and one-stage segments only, so each stage is one of two blocks, made once.
   const BlockCosts costs(chain, /*default_only=*/true);
-  std::int64_t peak = costs.peak(plan);
+  std::vector<BlockCosts::Block> kept(stages), alone(stages);
+  for (int i = 1; i <= stages; ++i) {
+    kept[i - 1] = costs.kept(i, 0);
+    SegmentScan scan(costs, i);
+    scan.extend(0);
+    alone[i - 1] = BlockCosts::Block{scan.local(), scan.retained(), scan.time()};
+  }
+  std::vector<char> checkpointed(stages, 0);
+  const auto peak_of = [&](const std::vector<char>& ckpt) {
+    std::int64_t retained = 0;
+    std::int64_t peak = 0;
+    for (int k = 0; k < stages; ++k) {
+      const BlockCosts::Block& block = ckpt[k] ? alone[k] : kept[k];
+      peak = std::max(peak, retained + block.local);
+      retained += block.retained;
+    }
+    return costs.fixed_bytes() + std::max(peak, retained + costs.turn());
+  };
+  std::int64_t peak = peak_of(checkpointed);
   std::int64_t least_peak = peak;
-  Plan least_plan = plan;
+  std::size_t least_next = 0;  // the least peak's plan checkpoints order[0, least_next)
   std::size_t next = 0;
   while (peak > budget_bytes && next < order.size()) {
-    checkpoint_alone(&plan, order[next++]);
-    peak = costs.peak(plan);
+    checkpointed[order[next++]] = 1;
+    peak = peak_of(checkpointed);
     if (peak < least_peak) {
       least_peak = peak;
-      least_plan = plan;
+      least_next = next;
     }
   }
-  if (peak <= budget_bytes) {
+  const bool fits = peak <= budget_bytes;
+  if (fits) {
     // The least feasible budget is the lowest peak anywhere along the order, so finish it.
-    Plan rest = plan;
+    std::vector<char> rest = checkpointed;
     for (std::size_t k = next; k < order.size(); ++k) {
-      checkpoint_alone(&rest, order[k]);
-      least_peak = std::min(least_peak, costs.peak(rest));
+      rest[order[k]] = 1;
+      least_peak = std::min(least_peak, peak_of(rest));
     }
-    return StrategyOutcome{std::move(plan), true, least_peak};
   }
-  return StrategyOutcome{std::move(least_plan), false, least_peak};
+  for (std::size_t k = 0; k < (fits ? next : least_next); ++k) checkpoint_alone(&plan, order[k]);
+  return StrategyOutcome{std::move(plan), fits, least_peak};
 }
 
 }  // namespace monet

@@ -34,7 +34,6 @@ constexpr int kJointFrontWork = 32 * 24 * 24;
 // Variants "save much" where their least time under the budget (RestBound) is this far below
 // dp's: then dp is planned after the joint search, bounded by it (JointPlanner::plan).
 constexpr double kVariantsPay = 0.98;
-constexpr double kNoBound = std::numeric_limits<double>::infinity();
 
 DpOptions joint_options(int stages) {
   DpOptions options = dp_options(stages);
@@ -202,12 +201,13 @@ class JointPlanner {
     // The joint search wants an incumbent to bound it: the fewer states it keeps, the less its
     // fronts are cut. Two are at hand: greedy's plan with its variants polished (cheap), and the
     // checkpoint-only optimum (`dp`), which monet must never lose to anyway and which costs about
-    // as much as the joint search when unbounded. dp only matters where it beats the other plans,
-    // so it searches bounded by them, and RestBound drops nearly every state at once, or shows at
-    // the outset that no checkpoint-only plan can be faster. Where variants save much (their
+    // as much as the joint search. dp only matters where it beats the other plans, and RestBound
+    // may show at the outset that no checkpoint-only plan can. Where variants save much (their
     // bound is well below dp's), the joint plan beats dp by far, so dp comes after it, bounded by
-    // it; elsewhere dp comes first, bounded by the polished plan, and the better of the two bounds
-    // the joint search.
+    // it, where RestBound drops nearly every state at once; elsewhere dp comes first, whole, and
+    // the better of the two plans bounds the joint search. (A first search bounded by the polished
+    // plan gave up on a front it would have cut in 9 of 10 cases on random chains of 16 to 116
+    // stages; without it, planning those chains took 2 to 3% less time.)
     const StrategyOutcome greedy = plan_greedy(chain_, budget_);
     std::optional<Plan> incumbent = polished(greedy);
     const double dp_least =
@@ -216,8 +216,8 @@ class JointPlanner {
                                            0, budget_ - costs_.fixed_bytes() - costs_.turn()) <
                                            kVariantsPay * dp_least;
     std::optional<DpSolution> floor;
-    if (!dp_after) {
-      floor = floor_plan(&checkpoints, incumbent ? costs_.time(*incumbent) : kNoBound, dp_least);
+    if (!dp_after && (!incumbent || dp_least < costs_.time(*incumbent))) {
+      floor = checkpoints.solve(budget_);
       if (floor && floor->feasible && costs_.peak(floor->plan) <= budget_ &&
           (!incumbent || floor->time < costs_.time(*incumbent))) {
         incumbent = floor->plan;
@@ -245,7 +245,6 @@ class JointPlanner {
   // otherwise dp's own plan, which is the one monet must not lose to.
   std::optional<DpSolution> floor_plan(CheckpointDp* dp, double seconds, double least) const {
     if (least >= seconds) return std::nullopt;
-    if (seconds == kNoBound) return dp->solve(budget_);
     std::optional<DpSolution> found = dp->solve_faster_than(budget_, seconds);
     if (!dp->exact()) found = dp->solve(budget_);
     return found;
