@@ -12,13 +12,12 @@ namespace monet {
 // Keep every stage: no recomputation, the most memory.
 StrategyOutcome plan_none(const Chain& chain, std::int64_t budget_bytes);
 
-// Checkpoint every stage. Adjacent checkpointed stages form one segment, so this stores only the
-// input during forward and recomputes the whole chain during backward: its peak stays close to
-// `none`'s, which is why segment boundaries matter.
+// Checkpoint every stage, each a segment of its own (what checkpointing every layer does in
+// PyTorch): forward keeps only each stage's input, backward recomputes one stage at a time.
 StrategyOutcome plan_all(const Chain& chain, std::int64_t budget_bytes);
 
-// Chen et al. 2016: with k = ceil(sqrt(L)), keep stages k, 2k, 3k, ... and checkpoint the rest,
-// giving segments of k - 1 stages whose inputs are stored. Ignores the budget.
+// Chen et al. 2016: with k = ceil(sqrt(L)), checkpoint every stage in adjacent segments of k
+// stages, each keeping its input. Ignores the budget.
 StrategyOutcome plan_sqrt(const Chain& chain, std::int64_t budget_bytes);
 
 // Mimose-style: checkpoint stages one by one, largest retained bytes (input plus saved) first,

@@ -6,6 +6,8 @@
 #include <optional>
 #include <utility>
 
+#include "planner/baseline_strategies.h"
+
 namespace monet {
 namespace {
 
@@ -506,10 +508,14 @@ Plan CheckpointDp::reconstruct(std::int32_t index, int boundary) const {
   return plan;
 }
 
+DpSolution solve_as_dp(CheckpointDp* dp, std::int64_t budget_bytes, const StrategyOutcome& greedy) {
+  return dp->solve(budget_bytes, greedy.feasible ? &greedy.plan : nullptr);
+}
+
 StrategyOutcome plan_dp(const Chain& chain, std::int64_t budget_bytes) {
   const BlockCosts costs(chain, /*default_only=*/true);
   CheckpointDp dp(costs, DpChoices::defaults(costs.stages()), dp_options(costs.stages()));
-  DpSolution solution = dp.solve(budget_bytes);
+  DpSolution solution = solve_as_dp(&dp, budget_bytes, plan_greedy(chain, budget_bytes));
   return StrategyOutcome{std::move(solution.plan), solution.feasible, solution.min_feasible_bytes};
 }
 

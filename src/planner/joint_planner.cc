@@ -194,8 +194,9 @@ class JointPlanner {
                                                 : checkpoints.solve(floor_least).plan;
       return outcome;
     }
+    const StrategyOutcome greedy = plan_greedy(chain_, budget_);
     if (budget_ < joint_least) {
-      outcome.plan = checkpoints.solve(budget_).plan;
+      outcome.plan = solve_as_dp(&checkpoints, budget_, greedy).plan;
       return outcome;
     }
     // The joint search wants an incumbent to bound it: the fewer states it keeps, the less its
@@ -208,7 +209,6 @@ class JointPlanner {
     // the better of the two plans bounds the joint search. (A first search bounded by the polished
     // plan gave up on a front it would have cut in 9 of 10 cases on random chains of 16 to 116
     // stages; without it, planning those chains took 2 to 3% less time.)
-    const StrategyOutcome greedy = plan_greedy(chain_, budget_);
     std::optional<Plan> incumbent = polished(greedy);
     const double dp_least =
         RestBound(defaults).least_time(0, budget_ - defaults.fixed_bytes() - defaults.turn());
@@ -217,7 +217,7 @@ class JointPlanner {
                                            kVariantsPay * dp_least;
     std::optional<DpSolution> floor;
     if (!dp_after && (!incumbent || dp_least < costs_.time(*incumbent))) {
-      floor = checkpoints.solve(budget_);
+      floor = solve_as_dp(&checkpoints, budget_, greedy);
       if (floor && floor->feasible && costs_.peak(floor->plan) <= budget_ &&
           (!incumbent || floor->time < costs_.time(*incumbent))) {
         incumbent = floor->plan;
@@ -225,7 +225,7 @@ class JointPlanner {
     }
     Plan best = joint_plan(incumbent);
     double time = simulate(chain_, best).time;
-    if (dp_after) floor = floor_plan(&checkpoints, time, dp_least);
+    if (dp_after) floor = floor_plan(&checkpoints, time, dp_least, greedy);
     // Judged by simulate(): the floor wins where the joint search was conservative (variants
     // that disagree on out_bytes); greedy where the floor's own fronts were discretized.
     if (floor && floor->feasible && floor->time < time) {
@@ -243,10 +243,11 @@ class JointPlanner {
   // dp's plan where it may be faster than `seconds`: none where RestBound's `least` time says no
   // checkpoint-only plan is; bounded by `seconds` where that search keeps its fronts whole;
   // otherwise dp's own plan, which is the one monet must not lose to.
-  std::optional<DpSolution> floor_plan(CheckpointDp* dp, double seconds, double least) const {
+  std::optional<DpSolution> floor_plan(CheckpointDp* dp, double seconds, double least,
+                                       const StrategyOutcome& greedy) const {
     if (least >= seconds) return std::nullopt;
     std::optional<DpSolution> found = dp->solve_faster_than(budget_, seconds);
-    if (!dp->exact()) found = dp->solve(budget_);
+    if (!dp->exact()) found = solve_as_dp(dp, budget_, greedy);
     return found;
   }
 
