@@ -54,7 +54,6 @@ struct CheckpointDp::Buffers {
   std::vector<Growth> growth;
   std::vector<SegmentOption> options_at;
   SegmentSweep sweep;
-  std::vector<double> least_lead;
 };
 
 std::vector<std::unique_ptr<CheckpointDp::Buffers>>& CheckpointDp::spare_buffers() {
@@ -96,8 +95,7 @@ CheckpointDp::CheckpointDp(const BlockCosts& costs, DpChoices choices, DpOptions
       steps_(buffers_->steps),
       growth_(buffers_->growth),
       options_at_(buffers_->options_at),
-      sweep_(buffers_->sweep),
-      least_lead_(buffers_->least_lead) {
+      sweep_(buffers_->sweep) {
   merge_.set_max_front(options.max_front);
   merge_.set_thin_by_time(options.thin_by_time);
   steps_.clear();
@@ -265,9 +263,13 @@ bool CheckpointDp::add_segment_options(int start, int b, std::int64_t headroom) 
   options_at_.clear();
   bool open = false;
   std::int64_t least_sum = std::numeric_limits<std::int64_t>::max();
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  double gap = kNever;         // the least time of stages start..b - 1 in a layer still growing
+  double least_time = kNever;  // the least time of a segment from start that ends at b or later
   for (std::size_t l = 0; l < layers; ++l, step += stages_ + 1) {
     Growth& g = growth[l];
     if (!g.growing) continue;
+    gap = std::min(gap, g.time);
     // SegmentScan::extend, from the layer's table.
     g.sum += step->grow;
     // The first stage's forward holds the segment's input already counted in local().
@@ -282,6 +284,7 @@ bool CheckpointDp::add_segment_options(int start, int b, std::int64_t headroom) 
     }
     open = true;
     least_sum = std::min(least_sum, g.sum);
+    least_time = std::min(least_time, g.time);
     const std::int64_t local =
         input + std::max(std::max(g.forward, output + g.recompute), g.backward);
     options_at_.push_back(SegmentOption{local, g.time, kLayer, static_cast<int>(l)});
@@ -289,7 +292,11 @@ bool CheckpointDp::add_segment_options(int start, int b, std::int64_t headroom) 
   for (int k : lean_by_start_[start]) {
     const LeanSegment& lean = lean_segments_[k];
     if (lean.last == b) options_at_.push_back(SegmentOption{lean.local, lean.time, kLean, k});
+    if (lean.last >= b) least_time = std::min(least_time, lean.time);
   }
+  // A point that cannot beat the bound with the fastest segment left to its start is of no use.
+  const double slow = least_time == kNever ? -kNever : bound_ - least_rest_[b] - least_time;
+  sweep_.set_bounds(start, slow, gap);
   if (lean_by_start_[start].empty() && least_sum != std::numeric_limits<std::int64_t>::max()) {
     // Every later segment of this start holds at least its input and least_sum, and every later
     // boundary needs at least least_need_after_[b]: a key beyond this fits nowhere from here on.
@@ -332,19 +339,15 @@ void CheckpointDp::make_steps() {
   const auto row = static_cast<std::size_t>(stages_ + 1);
   if (steps_.size() == layers * row) return;
   steps_.resize(layers * row);
-  least_lead_.assign(row, 0.0);
   for (int j = 1; j <= stages_; ++j) {
     const std::int64_t in = costs_.out(j - 1), out = costs_.out(j);
-    double least = std::numeric_limits<double>::infinity();
     for (std::size_t l = 0; l < layers; ++l) {
       const int v = choices_.segment[l][j - 1];
       LayerStep& step = steps_[l * row + static_cast<std::size_t>(j)];
       step = LayerStep{in + out + costs_.fwd_peak(j, v), costs_.saved(j, v) + out,
                        costs_.fwd_peak(j, v), in + costs_.bwd_peak(j, v),
                        2.0 * costs_.fwd_time(j, v) + costs_.bwd_time(j, v)};
-      least = std::min(least, step.time);
     }
-    least_lead_[static_cast<std::size_t>(j)] = least_lead_[static_cast<std::size_t>(j - 1)] + least;
   }
 }
 
@@ -440,7 +443,7 @@ std::optional<DpSolution> CheckpointDp::search(std::int64_t headroom, double bou
     if (!united_.empty()) {
       std::fill_n(growth_.data() + static_cast<std::size_t>(b) * layers, layers, Growth{});
       open_.push_back(b);
-      sweep_.add_start(b, united_, costs_.out(b - 1), least_lead_[static_cast<std::size_t>(b - 1)],
+      sweep_.add_start(b, united_, costs_.out(b - 1),
                        lean_by_start_[static_cast<std::size_t>(b)].empty());
     }
     std::size_t still_open = 0;
@@ -453,7 +456,7 @@ std::optional<DpSolution> CheckpointDp::search(std::int64_t headroom, double bou
     }
     open_.resize(still_open);
     const std::size_t first = pool_.size();
-    sweep_.sweep(bound_ - least_rest_[b], least_lead_[static_cast<std::size_t>(b)], &pool_);
+    sweep_.sweep(bound_ - least_rest_[b], &pool_);
     prune(b, headroom, first);
     if (merge_.thin(first, &pool_)) bucketed_ = true;
     // A cut front makes the answer depend on the bound (it shapes the buckets); solve_faster_than()

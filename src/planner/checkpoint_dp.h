@@ -228,8 +228,6 @@ class CheckpointDp {
   std::vector<SegmentOption>& options_at_;
   SegmentSweep& sweep_;
   std::vector<std::int64_t> least_need_after_;  // per boundary b: the least need(b'), b' >= b
-  // Per boundary j, the least time a segment spends on stages 1..j (each in its fastest layer).
-  std::vector<double>& least_lead_;
 };
 
 // The `dp` strategy's answer from `dp`, a CheckpointDp over default variants: its fastest plan

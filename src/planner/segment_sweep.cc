@@ -13,7 +13,8 @@ void SegmentSweep::reset(int stages, int options) {
   fastest_.assign(starts, std::numeric_limits<double>::infinity());
   max_key_.assign(starts, kNone);
   closed_.assign(starts, 0);
-  lead_.assign(starts, 0.0);
+  slow_.assign(starts, -std::numeric_limits<double>::infinity());
+  gap_.assign(starts, 0.0);
   droppable_.assign(starts, 0);
   stride_ = static_cast<std::size_t>(options);
   options_.resize(starts * stride_);
@@ -22,23 +23,34 @@ void SegmentSweep::reset(int stages, int options) {
 }
 
 void SegmentSweep::add_start(int start, const std::vector<DpState>& front, std::int64_t input,
-                             double lead, bool droppable) {
-  lead_[start] = lead;
+                             bool droppable) {
   droppable_[start] = droppable ? 1 : 0;
+  // Written field by field (see sweep()).
+  std::size_t n = added_.size();
+  added_.resize(n + front.size());
   for (const DpState& state : front) {
-    added_.push_back(Point{state.retained + input, state.time, start, state.parent});
+    Point& point = added_[n++];
+    point.key = state.retained + input;
+    point.time = state.time;
+    point.start = start;
+    point.state = state.parent;
     fastest_[start] = std::min(fastest_[start], state.time);
   }
   if (!front.empty()) least_retained_[start] = front.front().retained + input;
 }
 
-void SegmentSweep::sweep(double cutoff, double lead, std::vector<DpState>* pool) {
+void SegmentSweep::sweep(double cutoff, std::vector<DpState>* pool) {
   std::fill(cursor_.begin(), cursor_.end(), 0);
   next_least_.assign(least_retained_.size(), kNone);
   next_fastest_.assign(fastest_.size(), std::numeric_limits<double>::infinity());
   spare_.resize(points_.size() + added_.size());
   Point* kept = spare_.data();
-  const std::size_t first = pool->size();
+  // The front is written field by field into memory of our own, then appended: a DpState made
+  // whole and copied into the pool stalls the walk (the copy reads it back before its parts are
+  // stored), which cost a sixth of the walk's time.
+  if (front_.size() < spare_.size()) front_.resize(spare_.size());
+  DpState* const front = front_.data();
+  DpState* out = front;
   double best = cutoff;
   // One walk over the points and the new start's, merged by key, keeping those that may still be
   // of use for the next boundary.
@@ -46,9 +58,8 @@ void SegmentSweep::sweep(double cutoff, double lead, std::vector<DpState>* pool)
   const Point* const x_end = x + points_.size();
   const Point* y = added_.data();
   const Point* const y_end = y + added_.size();
-  // The least time - lead of the added points walked so far (those with no larger key).
+  // The least time of the added points walked so far (those with no larger key).
   double rival = std::numeric_limits<double>::infinity();
-  const double too_slow = cutoff - lead;  // time - lead at which a point is of no more use
   while (x != x_end || y != y_end) {
     const bool old = y == y_end || (x != x_end && x->key <= y->key);
     const Point& p = old ? *x : *y;
@@ -59,11 +70,10 @@ void SegmentSweep::sweep(double cutoff, double lead, std::vector<DpState>* pool)
     }
     const int start = p.start;
     if (closed_[start] || p.key > max_key_[start]) continue;
-    const double lag = p.time - lead_[start];
-    if (lag >= too_slow) continue;
+    if (p.time >= slow_[start]) continue;
     if (!old) {
-      rival = std::min(rival, lag);
-    } else if (droppable_[start] && rival <= lag) {
+      rival = std::min(rival, p.time);
+    } else if (droppable_[start] && rival <= p.time + gap_[start]) {
       continue;  // a point of the new start beats it from here on
     }
     *kept++ = p;
@@ -81,10 +91,17 @@ void SegmentSweep::sweep(double cutoff, double lead, std::vector<DpState>* pool)
     // state before it, it replaces that state, which it beats.
     if (time < best) {
       best = time;
-      if (pool->size() > first && pool->back().retained == p.key) pool->pop_back();
-      pool->push_back(DpState{p.key, time, p.state, start - 1, option.choice, option.kind});
+      if (out != front && out[-1].retained == p.key) --out;
+      out->retained = p.key;
+      out->time = time;
+      out->parent = p.state;
+      out->from = start - 1;
+      out->choice = option.choice;
+      out->kind = option.kind;
+      ++out;
     }
   }
+  pool->insert(pool->end(), front, out);
   spare_.resize(static_cast<std::size_t>(kept - spare_.data()));
   points_.swap(spare_);
   added_.clear();

@@ -41,16 +41,10 @@ class SegmentSweep {
   void reset(int stages, int options);
   // Adds the states of `front`, the front of boundary start - 1 (both sides, sorted by P, each
   // state's `parent` its index in the pool: FrontMerge::unite), as `start`'s points; they join
-  // the list at the next sweep().
-  //
-  // `lead` is the least time a segment can spend on stages 1..start - 1 (each stage in its
-  // fastest variant, forward twice), which makes points of different starts comparable: a point
-  // of an earlier start a must still pay at least lead(start) - lead(a) for the stages before
-  // `start`. With `droppable`, points of this start leave the list for good when a point of a
-  // later start has no larger key and no larger time - lead (see sweep()); a start with segments
-  // of its own, which a later start does not have, sets it false.
-  void add_start(int start, const std::vector<DpState>& front, std::int64_t input, double lead,
-                 bool droppable);
+  // the list at the next sweep(). With `droppable`, points of this start may leave the list for
+  // good when a point of a later start beats them (set_bounds()); a start with segments of its
+  // own, which a later start does not have, sets it false.
+  void add_start(int start, const std::vector<DpState>& front, std::int64_t input, bool droppable);
 
   // A start's points after the last sweep: none, the least key and the least time.
   bool empty(int start) const { return least_retained_[start] == kNone; }
@@ -69,20 +63,29 @@ class SegmentSweep {
   Option* options(int start) { return options_.data() + static_cast<std::size_t>(start) * stride_; }
   void set_option_count(int start, int count) { option_count_[start] = count; }
 
+  // Where the points of `start` stop being of use, for the next sweep():
+  // - `slow`: a point whose time (before its segment) is at least this cannot beat the cutoff at
+  //   this boundary or any later one (the cutoff less the least time any segment of this start
+  //   still takes from here on: both grow with every stage, the latter at least as fast);
+  // - `gap`: the least time the stages from `start` up to the start just added take in any
+  //   segment this start may still end (DpChoices' layers still growing). A point of the start
+  //   just added that has no larger key and a time at most a point's time plus `gap` beats that
+  //   point at this boundary and every later one.
+  void set_bounds(int start, double slow, double gap) {
+    slow_[start] = slow;
+    gap_[start] = gap;
+  }
   // Appends to `pool` the front of the segments ending at this boundary whose states are faster
-  // than `cutoff` seconds there, `lead` being the least time a segment spends on the stages up to
-  // here. On the way, merges the added points in and drops those of closed starts, those past
-  // their start's largest key, and those that cannot beat the cutoff here or later: time - lead
-  // + lead(here) >= cutoff, where both the least time of a segment and the cutoff (a bound less
-  // the least time of the stages after the boundary) grow with every stage.
+  // than `cutoff` seconds there. On the way, merges the added points in and drops those of closed
+  // starts, those past their start's largest key, and those too slow to be of use (set_bounds()).
   //
-  // It also drops, for good, the droppable points that a point of the start just added beats:
-  // with no larger key and no larger time - lead. Such a point q, of start a', against a point p of
-  // an earlier start a, in any layer l and at any boundary from here on: q's segment has at
-  // least p's room (it holds fewer stages, and q.key <= p.key), and it is no slower, since
-  // q.time <= p.time + lead(a') - lead(a) <= p.time + T_l(a..a' - 1). Every pair of points is
-  // compared once, when the later start is added, at a cost of one comparison per point.
-  void sweep(double cutoff, double lead, std::vector<DpState>* pool);
+  // It also drops, for good, the droppable points that a point q of the start just added beats:
+  // q has no larger key and q.time <= p.time + gap(p's start). Against such a point p, of start a,
+  // with q of start a', in any layer l that p's start may still end a segment with and at any
+  // boundary from here on: q's segment has at least p's room (it holds fewer stages, and
+  // q.key <= p.key), and it is no slower, since q.time <= p.time + T_l(a..a' - 1). Every pair of
+  // points is compared once, when the later start is added, at a cost of one comparison per point.
+  void sweep(double cutoff, std::vector<DpState>* pool);
 
  private:
   static constexpr std::int64_t kNone = INT64_MAX;
@@ -90,12 +93,14 @@ class SegmentSweep {
   std::vector<Point> points_;  // sorted by key
   std::vector<Point> added_;   // sorted by key, not yet in points_
   std::vector<Point> spare_;
+  std::vector<DpState> front_;                // the front being made, before it joins the pool
   std::vector<std::int64_t> least_retained_;  // per start
   std::vector<double> fastest_;               // per start
   std::vector<std::int64_t> next_least_;      // per start, during a sweep
   std::vector<double> next_fastest_;          // per start, during a sweep
   std::vector<std::int64_t> max_key_;         // per start
-  std::vector<double> lead_;                  // per start
+  std::vector<double> slow_;                  // per start
+  std::vector<double> gap_;                   // per start
   std::vector<std::uint8_t> droppable_;       // per start
   std::vector<std::uint8_t> closed_;          // per start
   std::size_t stride_ = 0;
