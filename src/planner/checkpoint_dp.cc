@@ -38,7 +38,7 @@ DpOptions dp_options(int stages) {
 
 DpChoices DpChoices::defaults(int stages) {
   DpChoices choices;
-  choices.keep.assign(stages, std::vector<int>{0});
+  // An empty `keep` keeps variant 0 everywhere.
   choices.segment.assign(1, std::vector<int>(stages, 0));
   return choices;
 }
@@ -99,7 +99,7 @@ CheckpointDp::CheckpointDp(const BlockCosts& costs, DpChoices choices, DpOptions
   merge_.set_max_front(options.max_front);
   merge_.set_thin_by_time(options.thin_by_time);
   steps_.clear();
-  assert(static_cast<int>(choices_.keep.size()) == stages_);
+  assert(choices_.keep.empty() || static_cast<int>(choices_.keep.size()) == stages_);
   assert(!choices_.segment.empty());
   least_rest_.assign(stages_ + 1, 0.0);
   for (int i = stages_; i >= 1; --i) {
@@ -111,7 +111,11 @@ CheckpointDp::CheckpointDp(const BlockCosts& costs, DpChoices choices, DpOptions
   }
   kept_first_.assign(static_cast<std::size_t>(stages_ + 1), 0);
   for (int i = 1; i <= stages_; ++i) {
-    for (int v : choices_.keep[i - 1]) kept_.push_back(KeptOption{costs_.kept(i, v), v});
+    if (choices_.keep.empty()) {
+      kept_.push_back(KeptOption{costs_.kept(i, 0), 0});
+    } else {
+      for (int v : choices_.keep[i - 1]) kept_.push_back(KeptOption{costs_.kept(i, v), v});
+    }
     kept_first_[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(kept_.size());
   }
   compute_need();
@@ -173,12 +177,13 @@ void CheckpointDp::compute_need() {
   for (int i = stages_ - 1; i >= 0; --i) {
     std::int64_t best = kUnreachable;
     Best arg;
-    for (int v : choices_.keep[i]) {
-      const BlockCosts::Block block = costs_.kept(i + 1, v);
-      const std::int64_t candidate = std::max(block.local, block.retained + need(i + 1));
+    for (std::int32_t o = kept_first_[static_cast<std::size_t>(i)];
+         o < kept_first_[static_cast<std::size_t>(i + 1)]; ++o) {
+      const KeptOption& kept = kept_[static_cast<std::size_t>(o)];
+      const std::int64_t candidate = std::max(kept.block.local, kept.block.retained + need(i + 1));
       if (candidate < best) {
         best = candidate;
-        arg = Best{kKept, v, i + 1, {}};
+        arg = Best{kKept, kept.variant, i + 1, {}};
       }
     }
     for (std::size_t l = 0; l < choices_.segment.size(); ++l) {

@@ -44,7 +44,8 @@ namespace monet {
 
 // What the DP may choose, per stage i (index i - 1).
 struct DpChoices {
-  // keep[i - 1]: the variants stage i may run when kept; none empty.
+  // keep[i - 1]: the variants stage i may run when kept; none empty. Empty: variant 0 only, at
+  // every stage.
   std::vector<std::vector<int>> keep;
   // segment[l][i - 1]: the variant stage i runs inside a segment planned with layer l. A segment
   // uses one layer for all its stages; at least one layer.

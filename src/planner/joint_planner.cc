@@ -63,6 +63,7 @@ std::vector<int> useful_variants(const BlockCosts& costs, int i, bool in_segment
   };
   std::vector<int> useful;
   const int count = costs.variant_count(i);
+  useful.reserve(static_cast<std::size_t>(count));
   for (int v = 0; v < count; ++v) {
     bool beaten = false;
     for (int w = 0; w < count && !beaten; ++w) {
@@ -83,22 +84,25 @@ std::vector<int> useful_variants(const BlockCosts& costs, int i, bool in_segment
   return useful;
 }
 
-// The fastest assignment of variants to segment first..last whose local() is at most `limit`,
-// never worse than the plan's current one, by depth-first branch and bound (fastest variants
-// first, so good assignments come early when the node limit cuts the search).
+// The fastest assignment of variants to a segment whose local() is at most a limit, never worse
+// than the plan's current one, by depth-first branch and bound (fastest variants first, so good
+// assignments come early when the node limit cuts the search). One object serves every segment
+// of a plan.
 class SegmentSearch {
  public:
-  SegmentSearch(const BlockCosts& costs, const std::vector<std::vector<int>>& options, int first,
-                int last, std::int64_t limit)
-      : costs_(costs), options_(options), first_(first), last_(last), limit_(limit) {
-    rest_.assign(last - first + 2, 0.0);
-    for (int j = last; j >= first; --j) {
-      rest_[j - first] = rest_[j - first + 1] + stage_time(costs, j, options_[j - 1].front(), true);
-    }
-  }
+  SegmentSearch(const BlockCosts& costs, const std::vector<std::vector<int>>& options)
+      : costs_(costs), options_(options) {}
 
   // Improves plan->stages[first - 1 .. last - 1].variant in place; true when it changed.
-  bool improve(Plan* plan) {
+  bool improve(Plan* plan, int first, int last, std::int64_t limit) {
+    first_ = first;
+    last_ = last;
+    limit_ = limit;
+    rest_.assign(last - first + 2, 0.0);
+    for (int j = last; j >= first; --j) {
+      rest_[j - first] =
+          rest_[j - first + 1] + stage_time(costs_, j, options_[j - 1].front(), true);
+    }
     current_.resize(last_ - first_ + 1);
     best_.clear();
     SegmentScan incumbent(costs_, first_);
@@ -133,9 +137,9 @@ class SegmentSearch {
 
   const BlockCosts& costs_;
   const std::vector<std::vector<int>>& options_;
-  int first_;
-  int last_;
-  std::int64_t limit_;
+  int first_ = 0;
+  int last_ = 0;
+  std::int64_t limit_ = 0;
   std::vector<double> rest_;  // the fastest possible time of stages j..last
   std::vector<int> current_;
   std::vector<int> best_;
@@ -375,14 +379,13 @@ class JointPlanner {
   // Re-chooses variants within the plan's blocks, never leaving the budget.
   void polish(Plan* plan) const {
     const std::int64_t headroom = budget_ - costs_.fixed_bytes();
+    SegmentSearch search(costs_, segment_options_);
     for (int pass = 0; pass < 2; ++pass) {
       bool changed = false;
       std::vector<BlockSpan> spans = blocks(*plan);
       for (const BlockSpan& span : spans) {
         if (!span.segment) continue;
-        SegmentSearch search(costs_, segment_options_, span.first, span.last,
-                             headroom - span.before);
-        changed |= search.improve(plan);
+        changed |= search.improve(plan, span.first, span.last, headroom - span.before);
       }
       changed |= faster_kept_variants(plan, &spans, headroom);
       if (!changed) break;

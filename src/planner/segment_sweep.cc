@@ -4,11 +4,21 @@
 #include <limits>
 
 namespace monet {
+namespace {
+
+// Buffers the sweep keeps from one plan to the next hold their own count: resizing one would
+// first zero what is about to be written.
+template <typename T>
+void grow(std::vector<T>* buffer, std::size_t size) {
+  if (buffer->size() < size) buffer->resize(std::max(size, 2 * buffer->size()));
+}
+
+}  // namespace
 
 void SegmentSweep::reset(int stages, int options) {
   const auto starts = static_cast<std::size_t>(stages + 1);
-  points_.clear();
-  added_.clear();
+  points_size_ = 0;
+  added_size_ = 0;
   least_retained_.assign(starts, kNone);
   fastest_.assign(starts, std::numeric_limits<double>::infinity());
   max_key_.assign(starts, kNone);
@@ -26,10 +36,9 @@ void SegmentSweep::add_start(int start, const std::vector<DpState>& front, std::
                              bool droppable) {
   droppable_[start] = droppable ? 1 : 0;
   // Written field by field (see sweep()).
-  std::size_t n = added_.size();
-  added_.resize(n + front.size());
+  grow(&added_, added_size_ + front.size());
   for (const DpState& state : front) {
-    Point& point = added_[n++];
+    Point& point = added_[added_size_++];
     point.key = state.retained + input;
     point.time = state.time;
     point.start = start;
@@ -43,21 +52,21 @@ void SegmentSweep::sweep(double cutoff, std::vector<DpState>* pool) {
   std::fill(cursor_.begin(), cursor_.end(), 0);
   next_least_.assign(least_retained_.size(), kNone);
   next_fastest_.assign(fastest_.size(), std::numeric_limits<double>::infinity());
-  spare_.resize(points_.size() + added_.size());
+  grow(&spare_, points_size_ + added_size_);
   Point* kept = spare_.data();
   // The front is written field by field into memory of our own, then appended: a DpState made
   // whole and copied into the pool stalls the walk (the copy reads it back before its parts are
   // stored), which cost a sixth of the walk's time.
-  if (front_.size() < spare_.size()) front_.resize(spare_.size());
+  grow(&front_, points_size_ + added_size_);
   DpState* const front = front_.data();
   DpState* out = front;
   double best = cutoff;
   // One walk over the points and the new start's, merged by key, keeping those that may still be
   // of use for the next boundary.
   const Point* x = points_.data();
-  const Point* const x_end = x + points_.size();
+  const Point* const x_end = x + points_size_;
   const Point* y = added_.data();
-  const Point* const y_end = y + added_.size();
+  const Point* const y_end = y + added_size_;
   // The least time of the added points walked so far (those with no larger key).
   double rival = std::numeric_limits<double>::infinity();
   while (x != x_end || y != y_end) {
@@ -102,9 +111,9 @@ void SegmentSweep::sweep(double cutoff, std::vector<DpState>* pool) {
     }
   }
   pool->insert(pool->end(), front, out);
-  spare_.resize(static_cast<std::size_t>(kept - spare_.data()));
+  points_size_ = static_cast<std::size_t>(kept - spare_.data());
   points_.swap(spare_);
-  added_.clear();
+  added_size_ = 0;
   least_retained_.swap(next_least_);
   fastest_.swap(next_fastest_);
 }

@@ -90,9 +90,12 @@ class SegmentSweep {
  private:
   static constexpr std::int64_t kNone = INT64_MAX;
 
-  std::vector<Point> points_;  // sorted by key
-  std::vector<Point> added_;   // sorted by key, not yet in points_
+  // Buffers with counts of their own (their sizes only grow).
+  std::vector<Point> points_;  // sorted by key, points_size_ of them
+  std::vector<Point> added_;   // sorted by key, not yet in points_, added_size_ of them
   std::vector<Point> spare_;
+  std::size_t points_size_ = 0;
+  std::size_t added_size_ = 0;
   std::vector<DpState> front_;                // the front being made, before it joins the pool
   std::vector<std::int64_t> least_retained_;  // per start
   std::vector<double> fastest_;               // per start
