@@ -19,22 +19,17 @@ void SegmentSweep::reset(int stages, int options) {
   const auto starts = static_cast<std::size_t>(stages + 1);
   points_size_ = 0;
   added_size_ = 0;
-  least_retained_.assign(starts, kNone);
-  fastest_.assign(starts, std::numeric_limits<double>::infinity());
-  max_key_.assign(starts, kNone);
-  closed_.assign(starts, 0);
-  slow_.assign(starts, -std::numeric_limits<double>::infinity());
-  gap_.assign(starts, 0.0);
-  droppable_.assign(starts, 0);
+  starts_.assign(starts, Start{kNone, -std::numeric_limits<double>::infinity(), 0.0, kNone,
+                               std::numeric_limits<double>::infinity(), kNone,
+                               std::numeric_limits<double>::infinity(), 0, 0, false});
   stride_ = static_cast<std::size_t>(options);
   options_.resize(starts * stride_);
-  option_count_.assign(starts, 0);
-  cursor_.assign(starts, 0);
 }
 
 void SegmentSweep::add_start(int start, const std::vector<DpState>& front, std::int64_t input,
                              bool droppable) {
-  droppable_[start] = droppable ? 1 : 0;
+  Start& info = starts_[start];
+  info.droppable = droppable;
   // Written field by field (see sweep()).
   grow(&added_, added_size_ + front.size());
   for (const DpState& state : front) {
@@ -43,15 +38,17 @@ void SegmentSweep::add_start(int start, const std::vector<DpState>& front, std::
     point.time = state.time;
     point.start = start;
     point.state = state.parent;
-    fastest_[start] = std::min(fastest_[start], state.time);
+    info.fastest = std::min(info.fastest, state.time);
   }
-  if (!front.empty()) least_retained_[start] = front.front().retained + input;
+  if (!front.empty()) info.least = front.front().retained + input;
 }
 
 void SegmentSweep::sweep(double cutoff, std::vector<DpState>* pool) {
-  std::fill(cursor_.begin(), cursor_.end(), 0);
-  next_least_.assign(least_retained_.size(), kNone);
-  next_fastest_.assign(fastest_.size(), std::numeric_limits<double>::infinity());
+  for (Start& info : starts_) {
+    info.cursor = 0;
+    info.next_least = kNone;
+    info.next_fastest = std::numeric_limits<double>::infinity();
+  }
   grow(&spare_, points_size_ + added_size_);
   Point* kept = spare_.data();
   // The front is written field by field into memory of our own, then appended: a DpState made
@@ -78,19 +75,19 @@ void SegmentSweep::sweep(double cutoff, std::vector<DpState>* pool) {
       ++y;
     }
     const int start = p.start;
-    if (closed_[start] || p.key > max_key_[start]) continue;
-    if (p.time >= slow_[start]) continue;
+    Start& info = starts_[start];
+    if (p.key > info.max_key || p.time >= info.slow) continue;
     if (!old) {
       rival = std::min(rival, p.time);
-    } else if (droppable_[start] && rival <= p.time + gap_[start]) {
+    } else if (info.droppable && rival <= p.time + info.gap) {
       continue;  // a point of the new start beats it from here on
     }
     *kept++ = p;
-    if (next_least_[start] == kNone) next_least_[start] = p.key;
-    next_fastest_[start] = std::min(next_fastest_[start], p.time);
+    if (info.next_least == kNone) info.next_least = p.key;
+    info.next_fastest = std::min(info.next_fastest, p.time);
 
-    const int count = option_count_[start];
-    int& cursor = cursor_[start];
+    const int count = info.count;
+    int& cursor = info.cursor;
     const Option* options = options_.data() + static_cast<std::size_t>(start) * stride_;
     while (cursor < count && p.key > options[cursor].key_limit) ++cursor;
     if (cursor == count) continue;  // no option of its start fits it here
@@ -114,8 +111,10 @@ void SegmentSweep::sweep(double cutoff, std::vector<DpState>* pool) {
   points_size_ = static_cast<std::size_t>(kept - spare_.data());
   points_.swap(spare_);
   added_size_ = 0;
-  least_retained_.swap(next_least_);
-  fastest_.swap(next_fastest_);
+  for (Start& info : starts_) {
+    info.least = info.next_least;
+    info.fastest = info.next_fastest;
+  }
 }
 
 }  // namespace monet

@@ -47,21 +47,21 @@ class SegmentSweep {
   void add_start(int start, const std::vector<DpState>& front, std::int64_t input, bool droppable);
 
   // A start's points after the last sweep: none, the least key and the least time.
-  bool empty(int start) const { return least_retained_[start] == kNone; }
-  std::int64_t least_retained(int start) const { return least_retained_[start]; }
-  double fastest(int start) const { return fastest_[start]; }
+  bool empty(int start) const { return starts_[start].least == kNone; }
+  std::int64_t least_retained(int start) const { return starts_[start].least; }
+  double fastest(int start) const { return starts_[start].fastest; }
   // No point of `start` with a larger key can fit at this boundary or any later one: the sweep
   // drops them.
-  void set_max_key(int start, std::int64_t key) { max_key_[start] = key; }
+  void set_max_key(int start, std::int64_t key) { starts_[start].max_key = key; }
   // A start with no options at this boundary takes no part; close() drops its points for good.
   void close(int start) {
-    option_count_[start] = 0;
-    closed_[start] = 1;
+    starts_[start].count = 0;
+    starts_[start].max_key = kClosed;
   }
   // The options of `start` at this boundary, fastest first with rising key limits: fill and set
   // the count.
   Option* options(int start) { return options_.data() + static_cast<std::size_t>(start) * stride_; }
-  void set_option_count(int start, int count) { option_count_[start] = count; }
+  void set_option_count(int start, int count) { starts_[start].count = count; }
 
   // Where the points of `start` stop being of use, for the next sweep():
   // - `slow`: a point whose time (before its segment) is at least this cannot beat the cutoff at
@@ -72,8 +72,8 @@ class SegmentSweep {
   //   just added that has no larger key and a time at most a point's time plus `gap` beats that
   //   point at this boundary and every later one.
   void set_bounds(int start, double slow, double gap) {
-    slow_[start] = slow;
-    gap_[start] = gap;
+    starts_[start].slow = slow;
+    starts_[start].gap = gap;
   }
   // Appends to `pool` the front of the segments ending at this boundary whose states are faster
   // than `cutoff` seconds there. On the way, merges the added points in and drops those of closed
@@ -89,6 +89,21 @@ class SegmentSweep {
 
  private:
   static constexpr std::int64_t kNone = INT64_MAX;
+  static constexpr std::int64_t kClosed = INT64_MIN;  // a max_key no point is under
+
+  // What the sweep knows of one segment start, together, so that a point finds it in one place.
+  struct Start {
+    std::int64_t max_key;     // points with a larger key are dropped (kClosed: every point)
+    double slow;              // points with at least this time are dropped (set_bounds())
+    double gap;               // see set_bounds()
+    std::int64_t least;       // the least key of the start's points, kNone when it has none
+    double fastest;           // the least time of its points
+    std::int64_t next_least;  // least and fastest, while a sweep walks the points
+    double next_fastest;
+    int cursor;  // the first option that may fit the next point, while a sweep walks
+    int count;   // options at this boundary
+    bool droppable;
+  };
 
   // Buffers with counts of their own (their sizes only grow).
   std::vector<Point> points_;  // sorted by key, points_size_ of them
@@ -96,20 +111,10 @@ class SegmentSweep {
   std::vector<Point> spare_;
   std::size_t points_size_ = 0;
   std::size_t added_size_ = 0;
-  std::vector<DpState> front_;                // the front being made, before it joins the pool
-  std::vector<std::int64_t> least_retained_;  // per start
-  std::vector<double> fastest_;               // per start
-  std::vector<std::int64_t> next_least_;      // per start, during a sweep
-  std::vector<double> next_fastest_;          // per start, during a sweep
-  std::vector<std::int64_t> max_key_;         // per start
-  std::vector<double> slow_;                  // per start
-  std::vector<double> gap_;                   // per start
-  std::vector<std::uint8_t> droppable_;       // per start
-  std::vector<std::uint8_t> closed_;          // per start
+  std::vector<DpState> front_;  // the front being made, before it joins the pool
+  std::vector<Start> starts_;   // per start
   std::size_t stride_ = 0;
-  std::vector<Option> options_;    // per start, stride_ of them
-  std::vector<int> option_count_;  // per start
-  std::vector<int> cursor_;        // per start, during a sweep
+  std::vector<Option> options_;  // per start, stride_ of them
 };
 
 }  // namespace monet
