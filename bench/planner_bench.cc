@@ -5,7 +5,9 @@
 // without checkpoints, where planning has the most to do.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <random>
+#include <vector>
 
 #include "model_chains.h"
 #include "monet/planner.h"
@@ -69,7 +71,15 @@ void plan_args(benchmark::internal::Benchmark* b) {
     }
   }
 }
-BENCHMARK(BM_Plan)->Apply(plan_args)->Unit(benchmark::kMicrosecond);
+// With --benchmark_repetitions, the fastest repetition too: on a shared machine the slower ones
+// measure the neighbours as well.
+double fastest(const std::vector<double>& times) {
+  return *std::min_element(times.begin(), times.end());
+}
+BENCHMARK(BM_Plan)
+    ->Apply(plan_args)
+    ->Unit(benchmark::kMicrosecond)
+    ->ComputeStatistics("min", fastest);
 
 void BM_Simulate(benchmark::State& state) {
   const Chain& chain = chain_by_id(static_cast<int>(state.range(0)));
