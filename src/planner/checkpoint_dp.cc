@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "planner/baseline_strategies.h"
+#include "planner/chain_model.h"
 
 namespace monet {
 namespace {
@@ -516,8 +517,157 @@ Plan CheckpointDp::reconstruct(std::int32_t index, int boundary) const {
   return plan;
 }
 
+namespace {
+
+// A checkpoint-only plan (default variants) as its blocks, with the peak a change to a few adjacent
+// blocks would give, found from the changed blocks alone.
+class BlockPlan {
+ public:
+  struct Span {
+    int first;  // stages first..last
+    int last;
+    bool segment;
+    std::int64_t local;
+    std::int64_t retained;
+  };
+
+  BlockPlan(const BlockCosts& costs, const Plan& plan) : costs_(costs) {
+    for (int i = 1; i <= costs.stages();) {
+      if (!plan.stages[static_cast<std::size_t>(i - 1)].checkpoint) {
+        spans_.push_back(kept(i));
+        ++i;
+        continue;
+      }
+      const int last = segment_last(plan, i - 1) + 1;
+      spans_.push_back(segment(i, last));
+      i = last + 1;
+    }
+    update();
+  }
+
+  Span kept(int i) const {
+    const BlockCosts::Block block = costs_.kept(i, 0);
+    return Span{i, i, false, block.local, block.retained};
+  }
+  Span segment(int first, int last) const {
+    SegmentScan scan(costs_, first);
+    for (int j = first; j <= last; ++j) scan.extend(0);
+    return Span{first, last, true, scan.local(), scan.retained()};
+  }
+
+  const std::vector<Span>& spans() const { return spans_; }
+  std::int64_t peak() const { return peak_with(0, 0, nullptr, nullptr); }
+
+  // The peak were spans [x, y) replaced by [with, with_end).
+  std::int64_t peak_with(std::size_t x, std::size_t y, const Span* with,
+                         const Span* with_end) const {
+    std::int64_t p = base_[x];
+    std::int64_t high = before_[x];
+    for (; with != with_end; ++with) {
+      high = std::max(high, p + with->local);
+      p += with->retained;
+    }
+    const std::int64_t shift = p - base_[y];  // what every later block's P moves by
+    high = std::max({high, after_[y] + shift, base_.back() + shift + costs_.turn()});
+    return costs_.fixed_bytes() + high;
+  }
+
+  void replace(std::size_t x, std::size_t y, const Span* with, const Span* with_end) {
+    spans_.erase(spans_.begin() + static_cast<std::ptrdiff_t>(x),
+                 spans_.begin() + static_cast<std::ptrdiff_t>(y));
+    spans_.insert(spans_.begin() + static_cast<std::ptrdiff_t>(x), with, with_end);
+    update();
+  }
+
+  Plan plan() const {
+    Plan plan;
+    plan.stages.resize(static_cast<std::size_t>(costs_.stages()));
+    for (std::size_t k = 0; k < spans_.size(); ++k) {
+      const Span& span = spans_[k];
+      for (int i = span.first; i <= span.last; ++i) {
+        const bool split = i == span.first && k > 0 && spans_[k - 1].segment;
+        plan.stages[static_cast<std::size_t>(i - 1)] = StagePlan{span.segment, 0, split};
+      }
+    }
+    return plan;
+  }
+
+ private:
+  // base_[k]: P before span k; before_[k]: the highest P + local of spans before k; after_[k]: of
+  // spans k on. Every term is at least 0, the turn's too.
+  void update() {
+    const std::size_t n = spans_.size();
+    base_.assign(n + 1, 0);
+    before_.assign(n + 1, 0);
+    after_.assign(n + 1, 0);
+    for (std::size_t k = 0; k < n; ++k) {
+      base_[k + 1] = base_[k] + spans_[k].retained;
+      before_[k + 1] = std::max(before_[k], base_[k] + spans_[k].local);
+    }
+    for (std::size_t k = n; k-- > 0;) {
+      after_[k] = std::max(after_[k + 1], base_[k] + spans_[k].local);
+    }
+  }
+
+  const BlockCosts& costs_;
+  std::vector<Span> spans_;
+  std::vector<std::int64_t> base_, before_, after_;
+};
+
+}  // namespace
+
+std::optional<Plan> refined_checkpoints(const BlockCosts& costs, std::int64_t budget_bytes,
+                                        const Plan& start) {
+  using Span = BlockPlan::Span;
+  BlockPlan blocks(costs, start);
+  std::vector<int> slowest;  // stages by forward time, slowest first
+  for (int i = 1; i <= costs.stages(); ++i) slowest.push_back(i);
+  std::stable_sort(slowest.begin(), slowest.end(),
+                   [&](int x, int y) { return costs.fwd_time(x, 0) > costs.fwd_time(y, 0); });
+  for (int round = 0; round < 2; ++round) {
+    // Adjacent segments into one, where the peak does not rise.
+    std::int64_t peak = blocks.peak();
+    for (std::size_t k = 1; k < blocks.spans().size();) {
+      const Span& left = blocks.spans()[k - 1];
+      const Span& right = blocks.spans()[k];
+      if (left.segment && right.segment) {
+        const Span merged = blocks.segment(left.first, right.last);
+        const std::int64_t merged_peak = blocks.peak_with(k - 1, k + 1, &merged, &merged + 1);
+        if (merged_peak <= peak) {
+          blocks.replace(k - 1, k + 1, &merged, &merged + 1);
+          peak = merged_peak;
+          continue;  // the merged segment may take the next one too
+        }
+      }
+      ++k;
+    }
+    // Checkpointed stages kept again, slowest forward first, where the plan still fits.
+    for (int i : slowest) {
+      const std::vector<Span>& spans = blocks.spans();
+      std::size_t k = static_cast<std::size_t>(
+          std::upper_bound(spans.begin(), spans.end(), i,
+                           [](int stage, const Span& span) { return stage < span.first; }) -
+          spans.begin() - 1);
+      const Span& span = spans[k];
+      if (!span.segment) continue;
+      Span with[3];
+      std::size_t count = 0;
+      if (span.first < i) with[count++] = blocks.segment(span.first, i - 1);
+      with[count++] = blocks.kept(i);
+      if (i < span.last) with[count++] = blocks.segment(i + 1, span.last);
+      if (blocks.peak_with(k, k + 1, with, with + count) <= budget_bytes) {
+        blocks.replace(k, k + 1, with, with + count);
+      }
+    }
+  }
+  if (blocks.peak() > budget_bytes) return std::nullopt;
+  return blocks.plan();
+}
+
 DpSolution solve_as_dp(CheckpointDp* dp, std::int64_t budget_bytes, const StrategyOutcome& greedy) {
-  return dp->solve(budget_bytes, greedy.feasible ? &greedy.plan : nullptr);
+  std::optional<Plan> bound = refined_checkpoints(dp->costs(), budget_bytes, greedy.plan);
+  if (!bound && greedy.feasible) bound = greedy.plan;
+  return dp->solve(budget_bytes, bound ? &*bound : nullptr);
 }
 
 StrategyOutcome plan_dp(const Chain& chain, std::int64_t budget_bytes) {

@@ -94,6 +94,8 @@ class CheckpointDp {
   // `costs` must outlive this object.
   CheckpointDp(const BlockCosts& costs, DpChoices choices, DpOptions options = {});
 
+  const BlockCosts& costs() const { return costs_; }
+
   // Adds a segment layer for later solve() calls. With `lean` choices, need() already covers
   // every mix of segment variants, so nothing is recomputed.
   void add_layer(std::vector<int> layer);
@@ -231,11 +233,22 @@ class CheckpointDp {
   std::vector<std::int64_t> least_need_after_;  // per boundary b: the least need(b'), b' >= b
 };
 
+// A checkpoint-only plan (default variants) made from `start` by two cheap passes, twice: runs of
+// adjacent segments become one segment wherever that does not raise the peak (one segment keeps
+// one input where adjacent ones keep one each), then checkpointed stages are kept again, slowest
+// forward first, wherever the plan still fits. From greedy's plan (or, where that does not fit,
+// its least-peak plan) it comes within 1 to 3% of dp's optimum on random chains, where greedy is 5
+// to 17% above it or does not fit at all. None when the result does not fit `budget_bytes`.
+// Each trial costs only the blocks it changes; an accepted change costs one pass over the blocks.
+std::optional<Plan> refined_checkpoints(const BlockCosts& costs, std::int64_t budget_bytes,
+                                        const Plan& start);
+
 // The `dp` strategy's answer from `dp`, a CheckpointDp over default variants: its fastest plan
-// within the budget, bounded by greedy's plan (plan_greedy's outcome at the same budget) where
-// that fits. The bound drops states that cannot beat greedy, which halves the work on some chains
-// (BERT-base at half its activations); it also shapes the fronts where they are cut, so monet,
-// which must never lose to `dp`, gets dp's answer through this same call.
+// within the budget, bounded by greedy's plan (plan_greedy's outcome at the same budget) refined
+// by refined_checkpoints() where that fits, else by greedy's plan where that fits. The bound drops
+// states that cannot beat it, which saves a fifth to a half of the work; it also shapes the fronts
+// where they are cut, so monet, which must never lose to `dp`, gets dp's answer through this same
+// call.
 DpSolution solve_as_dp(CheckpointDp* dp, std::int64_t budget_bytes, const StrategyOutcome& greedy);
 
 // The `dp` strategy: CheckpointDp over default variants (solve_as_dp).

@@ -383,10 +383,14 @@ class JointPlanner {
     for (int pass = 0; pass < 2; ++pass) {
       bool changed = false;
       std::vector<BlockSpan> spans = blocks(*plan);
+      bool segments_changed = false;
       for (const BlockSpan& span : spans) {
         if (!span.segment) continue;
-        changed |= search.improve(plan, span.first, span.last, headroom - span.before);
+        segments_changed |= search.improve(plan, span.first, span.last, headroom - span.before);
       }
+      // A segment's new variants may have taken the slack the kept stages are judged by.
+      if (segments_changed) spans = blocks(*plan);
+      changed = segments_changed;
       changed |= faster_kept_variants(plan, &spans, headroom);
       if (!changed) break;
     }
