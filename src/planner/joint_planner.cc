@@ -381,16 +381,14 @@ class JointPlanner {
     const std::int64_t headroom = budget_ - costs_.fixed_bytes();
     SegmentSearch search(costs_, segment_options_);
     for (int pass = 0; pass < 2; ++pass) {
-      bool changed = false;
       std::vector<BlockSpan> spans = blocks(*plan);
-      bool segments_changed = false;
+      bool changed = false;
       for (const BlockSpan& span : spans) {
         if (!span.segment) continue;
-        segments_changed |= search.improve(plan, span.first, span.last, headroom - span.before);
+        changed |= search.improve(plan, span.first, span.last, headroom - span.before);
       }
       // A segment's new variants may have taken the slack the kept stages are judged by.
-      if (segments_changed) spans = blocks(*plan);
-      changed = segments_changed;
+      if (changed) spans = blocks(*plan);
       changed |= faster_kept_variants(plan, &spans, headroom);
       if (!changed) break;
     }
