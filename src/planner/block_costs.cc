@@ -38,21 +38,10 @@ BlockCosts::BlockCosts(const Chain& chain, bool default_only)
 std::int64_t BlockCosts::peak(const Plan& plan) const {
   std::int64_t retained = 0;
   std::int64_t peak = 0;
-  for (int i = 1; i <= stages_;) {
-    const StagePlan& stage = plan.stages[i - 1];
-    if (!stage.checkpoint) {
-      const Block block = kept(i, stage.variant);
-      peak = std::max(peak, retained + block.local);
-      retained += block.retained;
-      ++i;
-      continue;
-    }
-    SegmentScan scan(*this, i);
-    const int last = segment_last(plan, i - 1) + 1;
-    for (; i <= last; ++i) scan.extend(plan.stages[i - 1].variant);
-    peak = std::max(peak, retained + scan.local());
-    retained += scan.retained();
-  }
+  for_each_block(plan, [&](int, int, bool, const Block& block) {
+    peak = std::max(peak, retained + block.local);
+    retained += block.retained;
+  });
   peak = std::max(peak, retained + turn());
   return fixed_bytes_ + peak;
 }

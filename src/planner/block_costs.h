@@ -29,6 +29,7 @@
 
 #include "monet/chain.h"
 #include "monet/planner.h"
+#include "planner/chain_model.h"
 
 namespace monet {
 
@@ -71,6 +72,11 @@ class BlockCosts {
   }
   // The high point of the turn, above fixed_bytes + P(all blocks): 2 o(L).
   std::int64_t turn() const { return 2 * out_[stages_]; }
+
+  // Calls f(first, last, is_segment, block) for every block of `plan` in order: a kept stage
+  // (first == last) or a segment first..last, with the variants the plan gives its stages.
+  template <typename F>
+  void for_each_block(const Plan& plan, F f) const;
 
   // The block-form peak and time of a whole plan (1 block per kept stage or segment).
   std::int64_t peak(const Plan& plan) const;
@@ -137,5 +143,22 @@ class SegmentScan {
   std::int64_t max_backward_ = 0;
   double time_ = 0.0;
 };
+
+template <typename F>
+void BlockCosts::for_each_block(const Plan& plan, F f) const {
+  for (int i = 1; i <= stages_;) {
+    const StagePlan& stage = plan.stages[static_cast<std::size_t>(i - 1)];
+    if (!stage.checkpoint) {
+      f(i, i, false, kept(i, stage.variant));
+      ++i;
+      continue;
+    }
+    SegmentScan scan(*this, i);
+    const int first = i;
+    const int last = segment_last(plan, i - 1) + 1;
+    for (; i <= last; ++i) scan.extend(plan.stages[static_cast<std::size_t>(i - 1)].variant);
+    f(first, last, true, Block{scan.local(), scan.retained(), scan.time()});
+  }
+}
 
 }  // namespace monet

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "planner/baseline_strategies.h"
-#include "planner/chain_model.h"
 
 namespace monet {
 namespace {
@@ -531,17 +530,12 @@ class BlockPlan {
     std::int64_t retained;
   };
 
+  // `plan` runs default variants.
   BlockPlan(const BlockCosts& costs, const Plan& plan) : costs_(costs) {
-    for (int i = 1; i <= costs.stages();) {
-      if (!plan.stages[static_cast<std::size_t>(i - 1)].checkpoint) {
-        spans_.push_back(kept(i));
-        ++i;
-        continue;
-      }
-      const int last = segment_last(plan, i - 1) + 1;
-      spans_.push_back(segment(i, last));
-      i = last + 1;
-    }
+    costs.for_each_block(
+        plan, [&](int first, int last, bool segment, const BlockCosts::Block& block) {
+          spans_.push_back(Span{first, last, segment, block.local, block.retained});
+        });
     update();
   }
 

@@ -356,21 +356,11 @@ class JointPlanner {
   std::vector<BlockSpan> blocks(const Plan& plan) const {
     std::vector<BlockSpan> spans;
     std::int64_t retained = 0;
-    for (int i = 1; i <= costs_.stages();) {
-      if (!plan.stages[i - 1].checkpoint) {
-        const BlockCosts::Block block = costs_.kept(i, plan.stages[i - 1].variant);
-        spans.push_back(BlockSpan{i, i, false, retained, block.local});
-        retained += block.retained;
-        ++i;
-        continue;
-      }
-      SegmentScan scan(costs_, i);
-      const int first = i;
-      const int last = segment_last(plan, i - 1) + 1;
-      for (; i <= last; ++i) scan.extend(plan.stages[i - 1].variant);
-      spans.push_back(BlockSpan{first, i - 1, true, retained, scan.local()});
-      retained += scan.retained();
-    }
+    costs_.for_each_block(plan,
+                          [&](int first, int last, bool segment, const BlockCosts::Block& block) {
+                            spans.push_back(BlockSpan{first, last, segment, retained, block.local});
+                            retained += block.retained;
+                          });
     spans.push_back(
         BlockSpan{costs_.stages() + 1, costs_.stages(), false, retained, costs_.turn()});
     return spans;
