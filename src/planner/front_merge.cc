@@ -68,6 +68,64 @@ std::size_t keep_bucket_ends(DpState* front, std::size_t size, Bucket bucket,
   return kept;
 }
 
+// The front of N runs (N <= kFewRuns) merged at once: each step takes the run whose next
+// candidate has the least P, written from `out` on; returns its end. Every head is kept in a
+// register of its own and chosen by selects, not by index: heads in an array indexed by the run
+// chosen went through memory, and each step waited for the store of the one before.
+template <std::size_t N>
+DpState* merge_heads(const DpState* states, const StateRun* runs, std::size_t candidates,
+                     DpState* out) {
+  // A spent run's key is past every other.
+  constexpr std::int64_t kSpent = std::numeric_limits<std::int64_t>::max();
+  std::int32_t next[N];
+  std::int64_t key[N];
+  double time[N];
+  // Run r's head when its next candidate is state k (a spent run reads its first state).
+  const auto head = [&](std::size_t r, std::int32_t k, std::int64_t* head_key, double* head_time) {
+    const bool spent = k == runs[r].end;
+    const std::int32_t read = spent ? runs[r].begin : k;
+    *head_key = spent ? kSpent : states[read].retained + runs[r].retained;
+    *head_time = states[read].time + runs[r].time;
+  };
+  for (std::size_t r = 0; r < N; ++r) {
+    next[r] = runs[r].begin;
+    head(r, next[r], &key[r], &time[r]);
+  }
+  double best = std::numeric_limits<double>::infinity();
+  for (std::size_t step = 0; step < candidates; ++step) {
+    std::size_t r = 0;
+    std::int64_t r_key = key[0];
+    double r_time = time[0];
+    std::int32_t k = next[0];
+    for (std::size_t o = 1; o < N; ++o) {
+      const bool before = (key[o] < r_key) | ((key[o] == r_key) & (time[o] < r_time));
+      r = before ? o : r;
+      r_key = before ? key[o] : r_key;
+      r_time = before ? time[o] : r_time;
+      k = before ? next[o] : k;
+    }
+    const StateRun& run = runs[r];
+    out->retained = r_key;
+    out->time = r_time;
+    out->parent = states[k].parent;
+    out->from = run.from;
+    out->choice = run.choice;
+    out->kind = run.kind;
+    out += r_time < best ? 1 : 0;
+    best = std::min(best, r_time);
+    std::int64_t new_key = 0;
+    double new_time = 0.0;
+    head(r, k + 1, &new_key, &new_time);
+    for (std::size_t o = 0; o < N; ++o) {
+      const bool moved = o == r;
+      next[o] = moved ? k + 1 : next[o];
+      key[o] = moved ? new_key : key[o];
+      time[o] = moved ? new_time : time[o];
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 bool FrontMerge::append_front(const std::vector<DpState>& source, const std::vector<StateRun>& runs,
@@ -91,42 +149,24 @@ void FrontMerge::append_merged(const std::vector<DpState>& source,
 
 void FrontMerge::merge_few(const DpState* states, const std::vector<StateRun>& runs,
                            std::size_t candidates, std::vector<DpState>* pool) {
-  // Each run's next candidate, its key cached; a spent run's key is past every other.
-  constexpr std::int64_t kSpent = std::numeric_limits<std::int64_t>::max();
-  std::int32_t next[kFewRuns];
-  std::int64_t head_retained[kFewRuns];
-  double head_time[kFewRuns];
-  const std::size_t count = runs.size();
-  const auto load = [&](std::size_t r) {
-    const bool spent = next[r] == runs[r].end;
-    const std::int32_t k = spent ? runs[r].begin : next[r];
-    head_retained[r] = spent ? kSpent : states[k].retained + runs[r].retained;
-    head_time[r] = states[k].time + runs[r].time;
-  };
-  for (std::size_t r = 0; r < count; ++r) {
-    next[r] = runs[r].begin;
-    load(r);
-  }
   if (scratch_.size() < candidates) scratch_.resize(candidates);
   DpState* const begin = scratch_.data();
-  DpState* out = begin;
-  double best = std::numeric_limits<double>::infinity();
-  for (std::size_t step = 0; step < candidates; ++step) {
-    std::size_t r = 0;
-    for (std::size_t other = 1; other < count; ++other) {
-      const bool before =
-          (head_retained[other] < head_retained[r]) |
-          ((head_retained[other] == head_retained[r]) & (head_time[other] < head_time[r]));
-      r ^= (r ^ other) & (std::size_t{0} - static_cast<std::size_t>(before));  // no branch
-    }
-    *out = candidate(states, runs[r], next[r]);
-    const bool faster = out->time < best;
-    out += faster ? 1 : 0;
-    best = std::min(best, head_time[r]);
-    ++next[r];
-    load(r);
+  DpState* end = begin;
+  switch (runs.size()) {
+    case 1:
+      end = merge_heads<1>(states, runs.data(), candidates, begin);
+      break;
+    case 2:
+      end = merge_heads<2>(states, runs.data(), candidates, begin);
+      break;
+    case 3:
+      end = merge_heads<3>(states, runs.data(), candidates, begin);
+      break;
+    default:
+      end = merge_heads<kFewRuns>(states, runs.data(), candidates, begin);
+      break;
   }
-  pool->insert(pool->end(), begin, out);
+  pool->insert(pool->end(), begin, end);
 }
 
 void FrontMerge::merge_pairs(const DpState* states, const std::vector<StateRun>& runs,

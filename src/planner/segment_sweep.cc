@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 namespace monet {
 namespace {
@@ -59,38 +60,39 @@ void SegmentSweep::sweep(double cutoff, std::vector<DpState>* pool) {
   DpState* out = front;
   double best = cutoff;
   // One walk over the points and the new start's, merged by key, keeping those that may still be
-  // of use for the next boundary.
+  // of use for the next boundary. The old points between two added ones are walked in a loop of
+  // their own: choosing the next point by comparing keys made each step wait on the one before.
   const Point* x = points_.data();
   const Point* const x_end = x + points_size_;
   const Point* y = added_.data();
   const Point* const y_end = y + added_size_;
   // The least time of the added points walked so far (those with no larger key).
   double rival = std::numeric_limits<double>::infinity();
-  while (x != x_end || y != y_end) {
-    const bool old = y == y_end || (x != x_end && x->key <= y->key);
-    const Point& p = old ? *x : *y;
-    if (old) {
-      ++x;
-    } else {
-      ++y;
-    }
+  // Held in locals: the state's one-byte `kind`, written below, might alias any member, which
+  // would have them read again for every point.
+  Start* const starts = starts_.data();
+  const Option* const all_options = options_.data();
+  const std::size_t stride = stride_;
+  const auto visit = [&](const Point& p, auto old) {
     const int start = p.start;
-    Start& info = starts_[start];
-    if (p.key > info.max_key || p.time >= info.slow) continue;
-    if (!old) {
+    Start& info = starts[start];
+    if (p.key > info.max_key || p.time >= info.slow) return;
+    if constexpr (!decltype(old)::value) {
       rival = std::min(rival, p.time);
     } else if (info.droppable && rival <= p.time + info.gap) {
-      continue;  // a point of the new start beats it from here on
+      return;  // a point of the new start beats it from here on
     }
     *kept++ = p;
     if (info.next_least == kNone) info.next_least = p.key;
-    info.next_fastest = std::min(info.next_fastest, p.time);
+    // A start's points are a front: time falls as the key grows, so its last is its fastest.
+    info.next_fastest = p.time;
 
     const int count = info.count;
-    int& cursor = info.cursor;
-    const Option* options = options_.data() + static_cast<std::size_t>(start) * stride_;
+    int cursor = info.cursor;
+    const Option* options = all_options + static_cast<std::size_t>(start) * stride;
     while (cursor < count && p.key > options[cursor].key_limit) ++cursor;
-    if (cursor == count) continue;  // no option of its start fits it here
+    info.cursor = cursor;
+    if (cursor == count) return;  // no option of its start fits it here
     const Option& option = options[cursor];
     const double time = p.time + option.time;
     // Kept when faster than every state before it (and than the cutoff); with the key of the
@@ -106,6 +108,13 @@ void SegmentSweep::sweep(double cutoff, std::vector<DpState>* pool) {
       out->kind = option.kind;
       ++out;
     }
+  };
+  for (;;) {
+    // Old points come first at equal keys.
+    const std::int64_t next = y != y_end ? y->key : std::numeric_limits<std::int64_t>::max();
+    for (; x != x_end && x->key <= next; ++x) visit(*x, std::true_type{});
+    if (y == y_end) break;
+    visit(*y++, std::false_type{});
   }
   pool->insert(pool->end(), front, out);
   points_size_ = static_cast<std::size_t>(kept - spare_.data());
