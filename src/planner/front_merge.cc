@@ -29,8 +29,7 @@ DpState* merge_fronts(const DpState* x, const DpState* x_end, const DpState* y,
   while (x != x_end && y != y_end) {
     const bool take_y =
         (y->retained < x->retained) | ((y->retained == x->retained) & (y->time < x->time));
-    const DpState* const heads[2] = {x, y};
-    const DpState* s = heads[take_y];
+    const DpState* s = take_y ? y : x;  // a select: an array of the two heads went through memory
     y += take_y;
     x += !take_y;
     *out = *s;
@@ -222,8 +221,7 @@ void FrontMerge::unite(const std::vector<DpState>& pool, std::int32_t x_begin, s
     const bool take_j =
         (states[j].retained < states[i].retained) |
         ((states[j].retained == states[i].retained) & (states[j].time < states[i].time));
-    const std::int32_t heads[2] = {i, j};
-    const std::int32_t k = heads[take_j];
+    const std::int32_t k = take_j ? j : i;  // as in merge_fronts()
     j += take_j;
     i += !take_j;
     keep(k);
