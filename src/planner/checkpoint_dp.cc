@@ -543,10 +543,14 @@ class BlockPlan {
     const BlockCosts::Block block = costs_.kept(i, 0);
     return Span{i, i, false, block.local, block.retained};
   }
-  Span segment(int first, int last) const {
+  Span segment(int first, int last) const { return segment(scan(first, last)); }
+  SegmentScan scan(int first, int last) const {
     SegmentScan scan(costs_, first);
     for (int j = first; j <= last; ++j) scan.extend(0);
-    return Span{first, last, true, scan.local(), scan.retained()};
+    return scan;
+  }
+  static Span segment(const SegmentScan& scan) {
+    return Span{scan.first(), scan.last(), true, scan.local(), scan.retained()};
   }
 
   const std::vector<Span>& spans() const { return spans_; }
@@ -564,6 +568,54 @@ class BlockPlan {
     const std::int64_t shift = p - base_[y];  // what every later block's P moves by
     high = std::max({high, after_[y] + shift, base_.back() + shift + costs_.turn()});
     return costs_.fixed_bytes() + high;
+  }
+
+  // What peak_with(x, y, ...) is at least when the replacement retains `shift` more than spans
+  // [x, y): the share of the later spans and of the turn, which costs no scan of the new spans.
+  std::int64_t later_peak(std::size_t y, std::int64_t shift) const {
+    return costs_.fixed_bytes() + std::max(after_[y] + shift, base_.back() + shift + costs_.turn());
+  }
+
+  // Runs of adjacent segments become one segment wherever that does not raise the peak (one
+  // segment keeps one input where adjacent ones keep one each), left to right, in one pass: the
+  // spans not yet reached all move by the same shift, so the arrays of the plan as it was judge
+  // every merge.
+  void merge_segments() {
+    std::int64_t peak = this->peak();
+    std::vector<Span> merged_spans;
+    merged_spans.reserve(spans_.size());
+    std::int64_t last_base = 0;        // P before merged_spans.back()
+    std::int64_t high = 0;             // the highest P + local of the spans before it
+    SegmentScan last_scan(costs_, 1);  // merged_spans.back()'s, where it was merged
+    bool scanned = false;
+    for (std::size_t k = 0; k < spans_.size(); ++k) {
+      const Span& right = spans_[k];
+      if (!merged_spans.empty() && merged_spans.back().segment && right.segment) {
+        const Span& left = merged_spans.back();
+        SegmentScan scan = scanned ? last_scan : this->scan(left.first, left.last);
+        for (int j = right.first; j <= right.last; ++j) scan.extend(0);
+        const Span merged = segment(scan);
+        const std::int64_t shift = last_base + merged.retained - base_[k + 1];
+        const std::int64_t merged_peak =
+            costs_.fixed_bytes() + std::max({high, last_base + merged.local, after_[k + 1] + shift,
+                                             base_.back() + shift + costs_.turn()});
+        if (merged_peak <= peak) {
+          merged_spans.back() = merged;
+          peak = merged_peak;
+          last_scan = scan;
+          scanned = true;
+          continue;  // the merged segment may take the next one too
+        }
+      }
+      if (!merged_spans.empty()) {
+        high = std::max(high, last_base + merged_spans.back().local);
+        last_base += merged_spans.back().retained;
+      }
+      merged_spans.push_back(right);
+      scanned = false;
+    }
+    spans_ = std::move(merged_spans);
+    update();
   }
 
   void replace(std::size_t x, std::size_t y, const Span* with, const Span* with_end) {
@@ -619,22 +671,7 @@ std::optional<Plan> refined_checkpoints(const BlockCosts& costs, std::int64_t bu
   std::stable_sort(slowest.begin(), slowest.end(),
                    [&](int x, int y) { return costs.fwd_time(x, 0) > costs.fwd_time(y, 0); });
   for (int round = 0; round < 2; ++round) {
-    // Adjacent segments into one, where the peak does not rise.
-    std::int64_t peak = blocks.peak();
-    for (std::size_t k = 1; k < blocks.spans().size();) {
-      const Span& left = blocks.spans()[k - 1];
-      const Span& right = blocks.spans()[k];
-      if (left.segment && right.segment) {
-        const Span merged = blocks.segment(left.first, right.last);
-        const std::int64_t merged_peak = blocks.peak_with(k - 1, k + 1, &merged, &merged + 1);
-        if (merged_peak <= peak) {
-          blocks.replace(k - 1, k + 1, &merged, &merged + 1);
-          peak = merged_peak;
-          continue;  // the merged segment may take the next one too
-        }
-      }
-      ++k;
-    }
+    blocks.merge_segments();
     // Checkpointed stages kept again, slowest forward first, where the plan still fits.
     for (int i : slowest) {
       const std::vector<Span>& spans = blocks.spans();
@@ -644,6 +681,11 @@ std::optional<Plan> refined_checkpoints(const BlockCosts& costs, std::int64_t bu
           spans.begin() - 1);
       const Span& span = spans[k];
       if (!span.segment) continue;
+      // Kept, stage i retains its own bytes and the segment after it its input: where the later
+      // blocks have no room for that, the pieces need not be scanned.
+      const std::int64_t shift = (span.first < i ? span.retained : 0) + costs.kept(i, 0).retained +
+                                 (i < span.last ? costs.out(i) : 0) - span.retained;
+      if (blocks.later_peak(k + 1, shift) > budget_bytes) continue;
       Span with[3];
       std::size_t count = 0;
       if (span.first < i) with[count++] = blocks.segment(span.first, i - 1);
