@@ -243,8 +243,14 @@ bool FrontMerge::thin(std::size_t first, std::vector<DpState>* pool) const {
     const double slowest = front[0].time;
     const double width = (slowest - front[size - 1].time) / static_cast<double>(buckets - 1);
     if (!(width > 0.0)) return false;
+    // Times are at most `slowest`: truncation is the floor. A product rather than a quotient,
+    // which would take most of the pass.
+    const double per_width = 1.0 / width;
     kept = keep_bucket_ends(
-        front, size, [&](std::size_t k) { return std::floor((slowest - front[k].time) / width); },
+        front, size,
+        [&](std::size_t k) {
+          return static_cast<std::int64_t>((slowest - front[k].time) * per_width);
+        },
         /*first_of_bucket=*/true);
   } else {
     // P rises along the front: a bucket's fastest state is its last one.
