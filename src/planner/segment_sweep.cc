@@ -20,6 +20,8 @@ void SegmentSweep::reset(int stages, int options) {
   const auto starts = static_cast<std::size_t>(stages + 1);
   points_size_ = 0;
   added_size_ = 0;
+  live_begin_ = 0;
+  live_end_ = 0;
   starts_.assign(starts, Start{kNone, -std::numeric_limits<double>::infinity(), 0.0, kNone,
                                std::numeric_limits<double>::infinity(), kNone,
                                std::numeric_limits<double>::infinity(), 0, 0, false});
@@ -31,6 +33,7 @@ void SegmentSweep::add_start(int start, const std::vector<DpState>& front, std::
                              bool droppable) {
   Start& info = starts_[start];
   info.droppable = droppable;
+  live_end_ = std::max(live_end_, static_cast<std::size_t>(start) + 1);  // starts only grow
   // Written field by field (see sweep()).
   grow(&added_, added_size_ + front.size());
   for (const DpState& state : front) {
@@ -45,10 +48,13 @@ void SegmentSweep::add_start(int start, const std::vector<DpState>& front, std::
 }
 
 void SegmentSweep::sweep(double cutoff, std::vector<DpState>* pool) {
-  for (Start& info : starts_) {
-    info.cursor = 0;
-    info.next_least = kNone;
-    info.next_fastest = std::numeric_limits<double>::infinity();
+  // Only starts from the first with points on can have any.
+  Start* const live_begin = starts_.data() + live_begin_;
+  Start* const live_end = starts_.data() + live_end_;
+  for (Start* info = live_begin; info != live_end; ++info) {
+    info->cursor = 0;
+    info->next_least = kNone;
+    info->next_fastest = std::numeric_limits<double>::infinity();
   }
   grow(&spare_, points_size_ + added_size_);
   Point* kept = spare_.data();
@@ -120,10 +126,12 @@ void SegmentSweep::sweep(double cutoff, std::vector<DpState>* pool) {
   points_size_ = static_cast<std::size_t>(kept - spare_.data());
   points_.swap(spare_);
   added_size_ = 0;
-  for (Start& info : starts_) {
-    info.least = info.next_least;
-    info.fastest = info.next_fastest;
+  for (Start* info = live_begin; info != live_end; ++info) {
+    info->least = info->next_least;
+    info->fastest = info->next_fastest;
   }
+  // A start with no points gets none again (points come only with the newest start).
+  while (live_begin_ < live_end_ && starts_[live_begin_].least == kNone) ++live_begin_;
 }
 
 }  // namespace monet

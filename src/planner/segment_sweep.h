@@ -113,6 +113,10 @@ class SegmentSweep {
   std::size_t added_size_ = 0;
   std::vector<DpState> front_;  // the front being made, before it joins the pool
   std::vector<Start> starts_;   // per start
+  // Starts [live_begin_, live_end_) hold every point: none before (a start that has lost its
+  // points gets none again), none after the newest.
+  std::size_t live_begin_ = 0;
+  std::size_t live_end_ = 0;
   std::size_t stride_ = 0;
   std::vector<Option> options_;  // per start, stride_ of them
 };
