@@ -565,15 +565,13 @@ class BlockPlan {
       high = std::max(high, p + with->local);
       p += with->retained;
     }
-    const std::int64_t shift = p - base_[y];  // what every later block's P moves by
-    high = std::max({high, after_[y] + shift, base_.back() + shift + costs_.turn()});
-    return costs_.fixed_bytes() + high;
+    return peak_from(y, p - base_[y], high);
   }
 
   // What peak_with(x, y, ...) is at least when the replacement retains `shift` more than spans
   // [x, y): the share of the later spans and of the turn, which costs no scan of the new spans.
   std::int64_t later_peak(std::size_t y, std::int64_t shift) const {
-    return costs_.fixed_bytes() + std::max(after_[y] + shift, base_.back() + shift + costs_.turn());
+    return peak_from(y, shift, 0);
   }
 
   // Runs of adjacent segments become one segment wherever that does not raise the peak (one
@@ -595,10 +593,9 @@ class BlockPlan {
         SegmentScan scan = scanned ? last_scan : this->scan(left.first, left.last);
         for (int j = right.first; j <= right.last; ++j) scan.extend(0);
         const Span merged = segment(scan);
-        const std::int64_t shift = last_base + merged.retained - base_[k + 1];
         const std::int64_t merged_peak =
-            costs_.fixed_bytes() + std::max({high, last_base + merged.local, after_[k + 1] + shift,
-                                             base_.back() + shift + costs_.turn()});
+            peak_from(k + 1, last_base + merged.retained - base_[k + 1],
+                      std::max(high, last_base + merged.local));
         if (merged_peak <= peak) {
           merged_spans.back() = merged;
           peak = merged_peak;
@@ -639,6 +636,13 @@ class BlockPlan {
   }
 
  private:
+  // The peak of a plan whose spans from y on are these, each with `shift` more P, and whose
+  // highest P + local before them is `high`.
+  std::int64_t peak_from(std::size_t y, std::int64_t shift, std::int64_t high) const {
+    return costs_.fixed_bytes() +
+           std::max({high, after_[y] + shift, base_.back() + shift + costs_.turn()});
+  }
+
   // base_[k]: P before span k; before_[k]: the highest P + local of spans before k; after_[k]: of
   // spans k on. Every term is at least 0, the turn's too.
   void update() {
