@@ -43,6 +43,14 @@ const std::vector<Case>& cases() {
        [](const torch::Tensor& x) {
          return monet::ops::batch_norm_relu(x, *weight, *bias, {}, {}, true, 0.1, 1e-5);
        }},
+      {"batch_norm_relu_conv2d",
+       [](const torch::Tensor& x) {
+         // A basic block's second convolution, 64 -> 64 channels, 3x3.
+         static const auto* conv_weight = new torch::Tensor(
+             torch::randn({64, 64, 3, 3}, bench_device()).mul(0.05).requires_grad_());
+         return monet::ops::batch_norm_relu_conv2d(x, *weight, *bias, {}, {}, true, 0.1, 1e-5,
+                                                   *conv_weight, {}, {1, 1}, {1, 1}, {1, 1}, 1);
+       }},
       {"max_pool2d",
        [](const torch::Tensor& x) {
          return monet::ops::max_pool2d(x, {2, 2});
@@ -73,7 +81,7 @@ void BM_Variant(benchmark::State& state) {
 }
 
 void AllCases(benchmark::internal::Benchmark* b) {
-  for (int op = 0; op < 7; ++op) {
+  for (int op = 0; op < static_cast<int>(cases().size()); ++op) {
     for (int mode = 0; mode < monet::kOpModes; ++mode) b->Args({op, mode});
   }
 }

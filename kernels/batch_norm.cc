@@ -29,11 +29,75 @@ std::vector<std::int64_t> channel_view(const at::Tensor& x) {
   return sizes;
 }
 
-// Every dim of x but the channel dim: the reductions of BatchNorm.
-std::vector<std::int64_t> reduced_dims(const at::Tensor& x) {
-  std::vector<std::int64_t> dims{0};
-  for (std::int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  return dims;
+// What an output-keeping BatchNorm keeps: its output y (before any ReLU), the per-channel batch
+// mean and invstd, and the input slices of the channels whose weight is too small to invert
+// (`weak`, their indices; undefined when there are none).
+struct KeptBatchNorm {
+  at::Tensor y, mean, invstd, weak, weak_input;
+};
+
+// Runs the BatchNorm, updating the running statistics as torch's does.
+KeptBatchNorm forward_keeping_output(const at::Tensor& x, const at::Tensor& weight,
+                                     const at::Tensor& bias,
+                                     const c10::optional<at::Tensor>& running_mean,
+                                     const c10::optional<at::Tensor>& running_var, double momentum,
+                                     double eps) {
+  KeptBatchNorm kept;
+  // torch's CPU batch_norm runs native_batch_norm; it also updates the running statistics.
+  std::tie(kept.y, kept.mean, kept.invstd) = at::native_batch_norm(
+      x, weight, bias, running_mean, running_var, /*training=*/true, momentum, eps);
+  // Channels too close to zero weight keep (only) their slice of the input.
+  if (weight.defined()) {
+    at::Tensor floor = bias.defined() ? bias.abs().clamp_min(1.0) : at::ones_like(weight);
+    at::Tensor weak = (weight.abs() < floor * kInvertibleWeight).nonzero().reshape({-1});
+    if (weak.numel() > 0) {
+      kept.weak = weak;
+      kept.weak_input = x.index_select(1, weak);
+    }
+  }
+  return kept;
+}
+
+void save_weak_channels(AutogradContext* ctx, const KeptBatchNorm& kept) {
+  if (!kept.weak.defined()) return;
+  ctx->saved_data["weak"] = kept.weak;
+  ctx->saved_data["weak_input"] = kept.weak_input;
+}
+
+// The gradients of the BatchNorm's input, weight and bias from `g`, the gradient of its output
+// y, recovering x_hat = (y - bias) / weight (the weak channels' from their kept input). torch's
+// own fused backward kernel then computes them, handed x_hat as its input with mean 0 and invstd
+// 1 and weight * invstd as its weight: grad_x = weight invstd (g - mean(g) - x_hat mean(g x_hat)),
+// grad_weight = sum(g x_hat), grad_bias = sum(g), as for the input the BatchNorm saw.
+variable_list backward_from_output(AutogradContext* ctx, const at::Tensor& g, const at::Tensor& y,
+                                   const at::Tensor& weight, const at::Tensor& bias,
+                                   const at::Tensor& mean, const at::Tensor& invstd) {
+  const std::vector<std::int64_t> view = channel_view(y);
+  at::Tensor x_hat;
+  if (weight.defined()) {
+    // One pass: x_hat = y * (1 / weight) - bias / weight.
+    const at::Tensor inverse = weight.reciprocal();
+    x_hat = bias.defined() ? at::addcmul((-bias * inverse).view(view), y, inverse.view(view))
+                           : y * inverse.view(view);
+  } else {
+    x_hat = bias.defined() ? y - bias.view(view) : y;
+  }
+  if (ctx->saved_data.count("weak")) {
+    const at::Tensor weak = ctx->saved_data["weak"].toTensor();
+    const at::Tensor weak_input = ctx->saved_data["weak_input"].toTensor();
+    std::vector<std::int64_t> weak_view = view;
+    weak_view[1] = weak.numel();
+    x_hat = x_hat.index_copy(1, weak,
+                             (weak_input - mean.index_select(0, weak).view(weak_view)) *
+                                 invstd.index_select(0, weak).view(weak_view));
+  }
+  const at::Tensor scale = weight.defined() ? invstd * weight : invstd;
+  auto [grad_x, grad_weight, grad_bias] = at::native_batch_norm_backward(
+      g, x_hat, scale, /*running_mean=*/c10::nullopt, /*running_var=*/c10::nullopt,
+      /*save_mean=*/at::zeros_like(invstd), /*save_invstd=*/at::ones_like(invstd),
+      /*train=*/true, /*eps (unused in training)=*/0.0, {true, weight.defined(), bias.defined()});
+  return {grad_x, weight.defined() ? grad_weight : at::Tensor(),
+          bias.defined() ? grad_bias : at::Tensor()};
 }
 
 struct OutputKeepingBatchNorm : torch::autograd::Function<OutputKeepingBatchNorm> {
@@ -46,29 +110,15 @@ struct OutputKeepingBatchNorm : torch::autograd::Function<OutputKeepingBatchNorm
                             double eps, bool fuse_relu) {
     const at::Tensor weight = weight_arg.value_or(at::Tensor());
     const at::Tensor bias = bias_arg.value_or(at::Tensor());
-    // torch's CPU batch_norm runs native_batch_norm; it also updates the running statistics.
-    auto [y, mean, invstd] = at::native_batch_norm(x, weight, bias, running_mean, running_var,
-                                                   /*training=*/true, momentum, eps);
-    // Channels too close to zero weight keep (only) their slice of the input.
-    at::Tensor weak, weak_input;
-    if (weight.defined()) {
-      at::Tensor floor = bias.defined() ? bias.abs().clamp_min(1.0) : at::ones_like(weight);
-      weak = (weight.abs() < floor * kInvertibleWeight).nonzero().reshape({-1});
-      if (weak.numel() > 0) {
-        weak_input = x.index_select(1, weak);
-      } else {
-        weak = at::Tensor();
-      }
-    }
-    at::Tensor out = fuse_relu ? at::relu(y) : y;
+    KeptBatchNorm kept =
+        forward_keeping_output(x, weight, bias, running_mean, running_var, momentum, eps);
+    at::Tensor out = fuse_relu ? at::relu(kept.y) : kept.y;
     // Unfused, y is this node's output: save_for_backward holds it without a reference cycle.
     // Fused, the output after the ReLU is not kept, only y before it.
-    ctx->save_for_backward({fuse_relu ? at::Tensor() : y, weight, bias, mean, invstd});
-    if (fuse_relu) ctx->saved_data["pre_relu"] = y;
-    if (weak.defined()) {
-      ctx->saved_data["weak"] = weak;
-      ctx->saved_data["weak_input"] = weak_input;
-    }
+    ctx->save_for_backward(
+        {fuse_relu ? at::Tensor() : kept.y, weight, bias, kept.mean, kept.invstd});
+    if (fuse_relu) ctx->saved_data["pre_relu"] = kept.y;
+    save_weak_channels(ctx, kept);
     ctx->saved_data["fuse_relu"] = fuse_relu;
     return out;
   }
@@ -77,47 +127,76 @@ struct OutputKeepingBatchNorm : torch::autograd::Function<OutputKeepingBatchNorm
     const variable_list saved = ctx->get_saved_variables();
     const bool fuse_relu = ctx->saved_data["fuse_relu"].toBool();
     const at::Tensor y = fuse_relu ? ctx->saved_data["pre_relu"].toTensor() : saved[0];
-    const at::Tensor& weight = saved[1];
-    const at::Tensor& bias = saved[2];
-    const at::Tensor& mean = saved[3];
-    const at::Tensor& invstd = saved[4];
-    const std::vector<std::int64_t> view = channel_view(y);
-    const std::vector<std::int64_t> dims = reduced_dims(y);
-
     at::Tensor g = grads[0];
     // The ReLU's backward as torch computes it: grad where its output is > 0, else 0.
     if (fuse_relu) g = at::threshold_backward(g, y, 0);
-
-    at::Tensor x_hat = y;
-    if (bias.defined()) x_hat = x_hat - bias.view(view);
-    if (weight.defined()) x_hat = x_hat / weight.view(view);
-    if (ctx->saved_data.count("weak")) {
-      const at::Tensor weak = ctx->saved_data["weak"].toTensor();
-      const at::Tensor weak_input = ctx->saved_data["weak_input"].toTensor();
-      std::vector<std::int64_t> weak_view = view;
-      weak_view[1] = weak.numel();
-      x_hat = x_hat.index_copy(1, weak,
-                               (weak_input - mean.index_select(0, weak).view(weak_view)) *
-                                   invstd.index_select(0, weak).view(weak_view));
-    }
-
-    const double count = static_cast<double>(y.numel() / y.size(1));
-    const at::Tensor sum_g = g.sum(dims);
-    const at::Tensor sum_g_x_hat = (g * x_hat).sum(dims);
-    const at::Tensor scale = weight.defined() ? invstd * weight : invstd;
-    at::Tensor grad_x =
-        (g - (sum_g / count).view(view) - x_hat * (sum_g_x_hat / count).view(view)) *
-        scale.view(view);
-    return {grad_x,
-            weight.defined() ? sum_g_x_hat : at::Tensor(),
-            bias.defined() ? sum_g : at::Tensor(),
-            at::Tensor(),
-            at::Tensor(),
-            at::Tensor(),
-            at::Tensor(),
-            at::Tensor()};
+    variable_list out = backward_from_output(ctx, g, y, saved[1], saved[2], saved[3], saved[4]);
+    out.resize(8);  // nothing for the running statistics, momentum, eps and fuse_relu
+    return out;
   }
 };
+
+// conv2d(relu(batch_norm(x))) keeping only the BatchNorm's output y before the ReLU: backward
+// recomputes the convolution's input relu(y), then runs torch's own convolution backward, the
+// ReLU's and the output-keeping BatchNorm's. torch's three ops keep x and relu(y).
+struct BatchNormReLUConvolution : torch::autograd::Function<BatchNormReLUConvolution> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x,
+                            const c10::optional<at::Tensor>& weight_arg,
+                            const c10::optional<at::Tensor>& bias_arg,
+                            const c10::optional<at::Tensor>& running_mean,
+                            const c10::optional<at::Tensor>& running_var, double momentum,
+                            double eps, const at::Tensor& conv_weight,
+                            const c10::optional<at::Tensor>& conv_bias,
+                            std::vector<std::int64_t> stride, std::vector<std::int64_t> padding,
+                            std::vector<std::int64_t> dilation, std::int64_t groups) {
+    const at::Tensor weight = weight_arg.value_or(at::Tensor());
+    const at::Tensor bias = bias_arg.value_or(at::Tensor());
+    KeptBatchNorm kept =
+        forward_keeping_output(x, weight, bias, running_mean, running_var, momentum, eps);
+    at::Tensor out =
+        at::convolution(at::relu(kept.y), conv_weight, conv_bias, stride, padding, dilation,
+                        /*transposed=*/false, /*output_padding=*/{0, 0}, groups);
+    ctx->save_for_backward({weight, bias, kept.mean, kept.invstd, conv_weight});
+    ctx->saved_data["pre_relu"] = kept.y;
+    save_weak_channels(ctx, kept);
+    ctx->saved_data["conv_bias"] = conv_bias.has_value();
+    ctx->saved_data["stride"] = stride;
+    ctx->saved_data["padding"] = padding;
+    ctx->saved_data["dilation"] = dilation;
+    ctx->saved_data["groups"] = groups;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor y = ctx->saved_data["pre_relu"].toTensor();
+    const at::Tensor& conv_weight = saved[4];
+    const bool has_conv_bias = ctx->saved_data["conv_bias"].toBool();
+    const std::vector<std::int64_t> bias_sizes{conv_weight.size(0)};
+    at::Tensor grad_input, grad_conv_weight, grad_conv_bias;
+    {
+      const at::Tensor input = at::relu(y);  // the convolution's input, recomputed
+      std::tie(grad_input, grad_conv_weight, grad_conv_bias) = at::convolution_backward(
+          grads[0], input, conv_weight,
+          has_conv_bias ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
+          ctx->saved_data["stride"].toIntVector(), ctx->saved_data["padding"].toIntVector(),
+          ctx->saved_data["dilation"].toIntVector(), /*transposed=*/false,
+          /*output_padding=*/{0, 0}, ctx->saved_data["groups"].toInt(),
+          {true, conv_weight.requires_grad(), has_conv_bias});
+    }
+    const at::Tensor g = at::threshold_backward(grad_input, y, 0);
+    grad_input = at::Tensor();
+    variable_list out = backward_from_output(ctx, g, y, saved[0], saved[1], saved[2], saved[3]);
+    out.resize(13);
+    out[7] = grad_conv_weight;
+    out[8] = grad_conv_bias;
+    return out;
+  }
+};
+
+c10::optional<at::Tensor> optional(const at::Tensor& t) {
+  return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
+}
 
 bool needs_grad(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   if (!at::GradMode::is_enabled()) return false;
@@ -143,9 +222,6 @@ at::Tensor batch_norm_variant(const at::Tensor& x, const at::Tensor& weight, con
   }
   TORCH_CHECK(x.dim() >= 2, "monet::ops::batch_norm: expected an input of 2 or more dims, got ",
               x.dim());
-  auto optional = [](const at::Tensor& t) {
-    return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
-  };
   return OutputKeepingBatchNorm::apply(x, optional(weight), optional(bias), optional(running_mean),
                                        optional(running_var), momentum, eps, fuse_relu);
 }
@@ -164,6 +240,34 @@ at::Tensor batch_norm_relu(const at::Tensor& x, const at::Tensor& weight, const 
                            bool training, double momentum, double eps) {
   return batch_norm_variant(x, weight, bias, running_mean, running_var, training, momentum, eps,
                             /*fuse_relu=*/true);
+}
+
+at::Tensor batch_norm_relu_conv2d(const at::Tensor& x, const at::Tensor& weight,
+                                  const at::Tensor& bias, const at::Tensor& running_mean,
+                                  const at::Tensor& running_var, bool training, double momentum,
+                                  double eps, const at::Tensor& conv_weight,
+                                  const at::Tensor& conv_bias, at::IntArrayRef stride,
+                                  at::IntArrayRef padding, at::IntArrayRef dilation,
+                                  std::int64_t groups) {
+  count_variant_op_call();
+  TORCH_CHECK(x.dim() == 4 && conv_weight.dim() == 4,
+              "monet::ops::batch_norm_relu_conv2d: expected a 4-d input and a 4-d convolution "
+              "weight, got ",
+              x.dim(), "-d and ", conv_weight.dim(), "-d");
+  TORCH_CHECK(stride.size() == 2 && padding.size() == 2 && dilation.size() == 2,
+              "monet::ops::batch_norm_relu_conv2d: stride, padding and dilation take 2 values "
+              "each (height, width)");
+  const bool grad =
+      at::GradMode::is_enabled() && (needs_grad(x, weight, bias) || conv_weight.requires_grad() ||
+                                     (conv_bias.defined() && conv_bias.requires_grad()));
+  if (op_mode() == OpMode::kDefault || !training || !grad) {
+    const at::Tensor y =
+        plain_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
+    return at::conv2d(at::relu(y), conv_weight, conv_bias, stride, padding, dilation, groups);
+  }
+  return BatchNormReLUConvolution::apply(
+      x, optional(weight), optional(bias), optional(running_mean), optional(running_var), momentum,
+      eps, conv_weight, optional(conv_bias), stride.vec(), padding.vec(), dilation.vec(), groups);
 }
 
 }  // namespace monet::ops

@@ -33,6 +33,13 @@ std::vector<VariantEntry> make_catalogue() {
        "keeps the BatchNorm output before the ReLU (not the returned output); exact gradients "
        "need x_hat where the ReLU is off, so 1 bit cannot replace it"},
       {"batch_norm_relu", kR, false, false, 4, 4, 8, true, "aten", "as compact"},
+      {"batch_norm_relu_conv2d", kD, true, false, 4, 8, 8, true, "aten",
+       "torch's three ops: BatchNorm keeps its input, the ReLU and the convolution the ReLU's "
+       "output (one tensor)"},
+      {"batch_norm_relu_conv2d", kC, false, false, 4, 4, 8, true, "aten",
+       "keeps the BatchNorm output before the ReLU; backward recomputes the convolution's input "
+       "relu(y) and runs torch's convolution backward"},
+      {"batch_norm_relu_conv2d", kR, false, false, 4, 4, 8, true, "aten", "as compact"},
       {"max_pool2d", kD, true, false, 2, 6, 6, true, "aten",
        "torch: keeps its input and int64 indices (8 B an output; 2x2/2 pooling)"},
       {"max_pool2d", kC, false, false, 0.125, 0.125, 6, true, "kernel",

@@ -16,14 +16,14 @@
 namespace monet::kernels {
 
 struct VariantEntry {
-  std::string_view op;  // "relu", "dropout", "batch_norm", "batch_norm_relu", "max_pool2d",
-                        // "gelu", "softmax"
+  std::string_view op;  // "relu", "dropout", "batch_norm", "batch_norm_relu",
+                        // "batch_norm_relu_conv2d", "max_pool2d", "gelu", "softmax"
   OpMode mode;
   bool keeps_input;        // the op's input tensor, for backward
-  bool keeps_output;       // the op's output tensor (for batch_norm_relu: the BatchNorm's)
+  bool keeps_output;       // the op's output tensor (for the fused ops: the BatchNorm's)
   double extra_bytes;      // other bytes kept per input element
   double kept_bytes;       // bytes kept per input element when no one else holds in or out
-  double reference_bytes;  // the same for torch's op (for batch_norm_relu: torch's pair)
+  double reference_bytes;  // the same for torch's op (for the fused ops: torch's ops together)
   bool exact;              // forward and gradients equal to torch's (to rounding, see note)
   std::string_view cuda;   // "kernel" (monet's CUDA kernels), "aten" (ATen ops), "none"
   std::string_view note;

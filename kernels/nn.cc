@@ -2,6 +2,7 @@
 
 #include <torch/nn/init.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/pooling.h>
 
@@ -176,6 +177,101 @@ void BatchNorm2dReLUImpl::pretty_print(std::ostream& stream) const {
          << ")";
 }
 
+// --- BatchNorm2dReLUConv2d ----------------------------------------------------------------------
+
+namespace {
+
+// The convolution's padding per dim (height, width), or empty when it is not zeros on both
+// sides alike. The padding is a variant of explicit sizes (0), "valid" (1) and "same" (2):
+// c10::variant in LibTorch 1.13, std::variant in 2.x; `get` is found by argument lookup in both.
+std::vector<std::int64_t> symmetric_padding(const torch::nn::Conv2dOptions& options) {
+  using std::get;
+  if (torch::enumtype::get_enum_name(options.padding_mode()) != "kZeros") return {};
+  switch (options.padding().index()) {
+    case 0: {
+      const auto& explicit_padding = get<0>(options.padding());
+      return std::vector<std::int64_t>(explicit_padding->begin(), explicit_padding->end());
+    }
+    case 1:
+      return {0, 0};
+    default: {
+      std::vector<std::int64_t> padding;
+      for (std::size_t d = 0; d < 2; ++d) {
+        const std::int64_t total = (*options.dilation())[d] * ((*options.kernel_size())[d] - 1);
+        if (total % 2 != 0) return {};  // one more on one side than on the other
+        padding.push_back(total / 2);
+      }
+      return padding;
+    }
+  }
+}
+
+// Conv2dOptions of a Conv2d (its `options` are the base ConvNdOptions<2>).
+torch::nn::Conv2dOptions options_of(const torch::nn::Conv2dImpl& conv) {
+  const auto& o = conv.options;
+  return torch::nn::Conv2dOptions(o.in_channels(), o.out_channels(), o.kernel_size())
+      .stride(o.stride())
+      .padding(o.padding())
+      .dilation(o.dilation())
+      .groups(o.groups())
+      .bias(o.bias())
+      .padding_mode(o.padding_mode());
+}
+
+}  // namespace
+
+BatchNorm2dReLUConv2dImpl::BatchNorm2dReLUConv2dImpl(
+    const torch::nn::BatchNorm2dOptions& bn_options, const torch::nn::Conv2dOptions& conv_options)
+    : bn_options_(bn_options), conv_options_(conv_options) {
+  reset();
+}
+
+BatchNorm2dReLUConv2dImpl::BatchNorm2dReLUConv2dImpl(BatchNorm2dReLU bn_module,
+                                                     torch::nn::Conv2d conv_module)
+    : bn_options_(bn_module->options), conv_options_(options_of(*conv_module)) {
+  bn = register_module("bn", std::move(bn_module));
+  conv = register_module("conv", std::move(conv_module));
+  check_conv();
+}
+
+void BatchNorm2dReLUConv2dImpl::reset() {
+  // The BatchNorm first, then the convolution: their initializations draw in torch::nn's order.
+  bn = register_module("bn", BatchNorm2dReLU(bn_options_));
+  conv = register_module("conv", torch::nn::Conv2d(conv_options_));
+  check_conv();
+}
+
+bool BatchNorm2dReLUConv2dImpl::supports(const torch::nn::Conv2dImpl& conv) {
+  return !symmetric_padding(options_of(conv)).empty();
+}
+
+void BatchNorm2dReLUConv2dImpl::check_conv() {
+  padding_ = symmetric_padding(conv_options_);
+  TORCH_CHECK(!padding_.empty(),
+              "monet::nn::BatchNorm2dReLUConv2d: the convolution must pad with zeros, the same "
+              "amount on both sides of each dim (got padding mode ",
+              torch::enumtype::get_enum_name(conv->options.padding_mode()),
+              "); use torch::nn::Conv2d after a BatchNorm2dReLU for other paddings");
+  TORCH_CHECK(bn_options_.num_features() == conv_options_.in_channels(),
+              "monet::nn::BatchNorm2dReLUConv2d: the BatchNorm has ", bn_options_.num_features(),
+              " features but the convolution takes ", conv_options_.in_channels(),
+              " input channels; they must be equal");
+}
+
+torch::Tensor BatchNorm2dReLUConv2dImpl::forward(const torch::Tensor& input) {
+  const double momentum = bn->step(input);
+  return ops::batch_norm_relu_conv2d(input, bn->weight, bn->bias, bn->running_mean, bn->running_var,
+                                     bn->uses_batch_stats(), momentum, bn->options.eps(),
+                                     conv->weight, conv->bias, *conv->options.stride(), padding_,
+                                     *conv->options.dilation(), conv->options.groups());
+}
+
+void BatchNorm2dReLUConv2dImpl::pretty_print(std::ostream& stream) const {
+  stream << "monet::nn::BatchNorm2dReLUConv2d(" << bn_options_.num_features() << ", "
+         << conv_options_.out_channels() << ", kernel_size=" << conv_options_.kernel_size()
+         << ", stride=" << conv_options_.stride() << ")";
+}
+
 // --- substitution ------------------------------------------------------------------------------
 
 namespace {
@@ -217,7 +313,15 @@ std::vector<torch::nn::AnyModule> substitute_all(const std::vector<torch::nn::An
     auto bn = as<torch::nn::BatchNorm2dImpl>(stages[i]);
     if (options.fuse_batch_norm_relu && bn && i + 1 < stages.size() &&
         as<torch::nn::ReLUImpl>(stages[i + 1])) {
-      out.push_back(with_mode(BatchNorm2dReLU(std::make_shared<BatchNorm2dReLUImpl>(*bn)), *bn));
+      BatchNorm2dReLU pair(std::make_shared<BatchNorm2dReLUImpl>(*bn));
+      auto conv = i + 2 < stages.size() ? as<torch::nn::Conv2dImpl>(stages[i + 2]) : nullptr;
+      if (options.fuse_batch_norm_relu_conv && conv && BatchNorm2dReLUConv2dImpl::supports(*conv) &&
+          conv->options.in_channels() == bn->options.num_features()) {
+        out.push_back(with_mode(BatchNorm2dReLUConv2d(pair, torch::nn::Conv2d(conv)), *bn));
+        i += 2;
+        continue;
+      }
+      out.push_back(with_mode(std::move(pair), *bn));
       ++i;
       continue;
     }

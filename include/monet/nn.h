@@ -1,7 +1,7 @@
 // monet::nn: drop-in modules for torch::nn's ReLU, Dropout, BatchNorm2d, MaxPool2d, GELU and
-// Softmax (the same options types, TORCH_MODULE holders, the same parameters and buffers), plus a
-// fused BatchNorm2dReLU, whose forward calls monet::ops (monet/ops.h): they compute what
-// torch::nn's compute and, under a non-default OpMode, keep less for backward.
+// Softmax (the same options types, TORCH_MODULE holders, the same parameters and buffers), plus
+// fused BatchNorm2dReLU and BatchNorm2dReLUConv2d, whose forward calls monet::ops (monet/ops.h):
+// they compute what torch::nn's compute and, under a non-default OpMode, keep less for backward.
 //
 //   auto stages = monet::nn::substitute_variants(model_stages);  // shares model's parameters
 //   { monet::OpModeScope scope(monet::OpMode::kCompact); y = stages[0].forward(x); }
@@ -16,6 +16,7 @@
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
 #include <torch/nn/options/activation.h>
 #include <torch/nn/options/batchnorm.h>
 #include <torch/nn/options/dropout.h>
@@ -70,6 +71,7 @@ class BatchNorm2dBase : public torch::nn::Cloneable<Derived> {
   torch::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
  protected:
+  friend class BatchNorm2dReLUConv2dImpl;  // runs its BatchNorm2dReLU's step
   // Checks the input, counts a training batch and returns this step's momentum (the cumulative
   // average's 1 / batches when options.momentum() is unset), as torch::nn::BatchNorm2d does.
   double step(const torch::Tensor& input);
@@ -103,6 +105,37 @@ class BatchNorm2dReLUImpl : public BatchNorm2dBase<BatchNorm2dReLUImpl> {
   void pretty_print(std::ostream& stream) const override;
 };
 TORCH_MODULE(BatchNorm2dReLU);
+
+// relu(BatchNorm2d(x)) and then a 2-d convolution, in one op (monet::ops::batch_norm_relu_conv2d):
+// torch::nn::BatchNorm2d, torch::nn::ReLU and torch::nn::Conv2d in a row, the middle of a ResNet
+// basic block. Under a non-default OpMode it keeps one tensor for backward where the three torch
+// modules keep two. The submodules `bn` and `conv` hold the parameters and buffers (named
+// bn.weight, ..., conv.weight, conv.bias). The convolution must pad with zeros, the same amount on
+// both sides of each dim (explicit padding, "valid", or "same" with odd kernels): otherwise the
+// constructor throws, saying so.
+class BatchNorm2dReLUConv2dImpl : public torch::nn::Cloneable<BatchNorm2dReLUConv2dImpl> {
+ public:
+  BatchNorm2dReLUConv2dImpl(const torch::nn::BatchNorm2dOptions& bn_options,
+                            const torch::nn::Conv2dOptions& conv_options);
+  // Uses these modules themselves: training this module trains them.
+  BatchNorm2dReLUConv2dImpl(BatchNorm2dReLU bn, torch::nn::Conv2d conv);
+  torch::Tensor forward(const torch::Tensor& input);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+  // Whether `conv` pads as this module can (zeros, symmetric): substitute_variants fuses only
+  // such convolutions.
+  static bool supports(const torch::nn::Conv2dImpl& conv);
+
+  BatchNorm2dReLU bn{nullptr};
+  torch::nn::Conv2d conv{nullptr};
+
+ private:
+  void check_conv();
+  torch::nn::BatchNorm2dOptions bn_options_;
+  torch::nn::Conv2dOptions conv_options_;
+  std::vector<std::int64_t> padding_;  // the convolution's, per dim
+};
+TORCH_MODULE(BatchNorm2dReLUConv2d);
 
 // 2-d max pooling (monet::ops::max_pool2d).
 class MaxPool2dImpl : public torch::nn::Cloneable<MaxPool2dImpl> {
@@ -144,6 +177,10 @@ struct SubstituteOptions {
   // Replace a torch::nn::BatchNorm2d directly followed by a torch::nn::ReLU with one
   // BatchNorm2dReLU: the result then has one module fewer than its input.
   bool fuse_batch_norm_relu = true;
+  // Replace a torch::nn::BatchNorm2d, torch::nn::ReLU, torch::nn::Conv2d triple with one
+  // BatchNorm2dReLUConv2d (where the convolution pads as it supports): one tensor kept for
+  // backward instead of two, and two modules fewer. Needs fuse_batch_norm_relu.
+  bool fuse_batch_norm_relu_conv = true;
 };
 
 // Variant-aware equivalents of `stages`, for the runtime: each torch::nn ReLU, Dropout,
@@ -152,7 +189,7 @@ struct SubstituteOptions {
 // original model, and BatchNorm updates the original's running statistics). Every other module
 // is returned as is, the same object; modules inside it are not looked into (its forward calls
 // them by name). The inputs are not modified. The Sequential form substitutes a Sequential's
-// children into a new Sequential (same names; a fused pair takes the BatchNorm's name).
+// children into a new Sequential (same names; a fused pair or triple takes the BatchNorm's name).
 std::vector<torch::nn::AnyModule> substitute_variants(
     const std::vector<torch::nn::AnyModule>& stages, const SubstituteOptions& options = {});
 torch::nn::Sequential substitute_variants(const torch::nn::Sequential& net,

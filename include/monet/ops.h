@@ -52,6 +52,22 @@ at::Tensor batch_norm_relu(const at::Tensor& x, const at::Tensor& weight, const 
                            const at::Tensor& running_mean, const at::Tensor& running_var,
                            bool training, double momentum, double eps);
 
+// conv2d(relu(batch_norm(x))) in one op, for an NCHW input (the middle of a ResNet basic block,
+// or of any conv-BN-ReLU-conv chain): the BatchNorm's arguments as batch_norm's, then the
+// convolution's as torch::conv2d's (conv_bias may be undefined; stride, padding and dilation
+// take 2 values). Compact and regenerate, training: keep only the BatchNorm output before the
+// ReLU and the per-channel statistics (as batch_norm_relu), and recompute the convolution's input
+// relu(y) in backward. torch's three ops keep the BatchNorm's input and the ReLU's output, which
+// the convolution keeps too: twice the bytes. Gradients: the convolution's are torch's own
+// convolution backward; the BatchNorm's as batch_norm's compact variant.
+at::Tensor batch_norm_relu_conv2d(const at::Tensor& x, const at::Tensor& weight,
+                                  const at::Tensor& bias, const at::Tensor& running_mean,
+                                  const at::Tensor& running_var, bool training, double momentum,
+                                  double eps, const at::Tensor& conv_weight,
+                                  const at::Tensor& conv_bias, at::IntArrayRef stride,
+                                  at::IntArrayRef padding, at::IntArrayRef dilation,
+                                  std::int64_t groups);
+
 // 2-d max pooling, as torch::max_pool2d (an empty stride means the kernel size). Compact and
 // regenerate keep a 4-bit code per output (the argmax's position in its window) and the input's
 // sizes, instead of the input and 64-bit indices; windows of more than 16 positions run the plain

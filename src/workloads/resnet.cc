@@ -11,24 +11,29 @@
 namespace monet::workloads {
 namespace {
 
-torch::nn::Conv2d conv(std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t stride) {
+torch::nn::Conv2dOptions conv_options(std::int64_t in, std::int64_t out, std::int64_t k,
+                                      std::int64_t stride) {
   // Odd kernels keep the size (stride 1); the stem's 4x4 of stride 4 tiles the image.
-  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, k)
-                               .stride(stride)
-                               .padding(k % 2 == 1 ? k / 2 : 0)
-                               .bias(false));
+  return torch::nn::Conv2dOptions(in, out, k)
+      .stride(stride)
+      .padding(k % 2 == 1 ? k / 2 : 0)
+      .bias(false);
 }
 
-// conv-BN-ReLU, conv-BN, plus the shortcut (a 1x1 conv and BN when it downsamples), ReLU.
+torch::nn::Conv2d conv(std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t stride) {
+  return torch::nn::Conv2d(conv_options(in, out, k, stride));
+}
+
+// conv-BN-ReLU, conv-BN, plus the shortcut (a 1x1 conv and BN when it downsamples), ReLU. The
+// first BatchNorm, its ReLU and the second convolution are one op, which under a variant keeps
+// one tensor for backward where torch's keep two.
 struct BasicBlockImpl : torch::nn::Module {
   BasicBlockImpl(std::int64_t in, std::int64_t out, std::int64_t stride)
       : conv1(conv(in, out, 3, stride)),
-        bn1(torch::nn::BatchNormOptions(out)),
-        conv2(conv(out, out, 3, 1)),
+        bn1_conv2(torch::nn::BatchNormOptions(out), conv_options(out, out, 3, 1)),
         bn2(torch::nn::BatchNormOptions(out)) {
     register_module("conv1", conv1);
-    register_module("bn1", bn1);
-    register_module("conv2", conv2);
+    register_module("bn1_conv2", bn1_conv2);
     register_module("bn2", bn2);
     if (stride != 1 || in != out) {
       down = register_module("down", conv(in, out, 1, stride));
@@ -37,13 +42,12 @@ struct BasicBlockImpl : torch::nn::Module {
     }
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    const auto y = bn2(conv2(bn1(conv1(x))));
+    const auto y = bn2(bn1_conv2(conv1(x)));
     const auto shortcut = down ? down_bn(down(x)) : x;
     return ops::relu(y + shortcut);
   }
   torch::nn::Conv2d conv1;
-  monet::nn::BatchNorm2dReLU bn1;
-  torch::nn::Conv2d conv2;
+  monet::nn::BatchNorm2dReLUConv2d bn1_conv2;
   monet::nn::BatchNorm2d bn2;
   torch::nn::Conv2d down{nullptr};
   monet::nn::BatchNorm2d down_bn{nullptr};

@@ -137,6 +137,24 @@ TEST_F(KeptBytesTest, BatchNormReluKeepsHalfOfTorchsPair) {
   EXPECT_LE(k[1].bytes, k[0].bytes / 2 + 2 * 16 * 4);
 }
 
+TEST_F(KeptBytesTest, BatchNormReluConvKeepsOneTensorNotTwo) {
+  const torch::Tensor x = activations();
+  torch::Tensor w = torch::rand({16}).add(0.5).requires_grad_();
+  torch::Tensor b = torch::randn({16}).requires_grad_();
+  torch::Tensor mean = torch::zeros({16}), var = torch::ones({16});
+  // A basic block's second convolution; its weight is a leaf held here, not kept bytes.
+  torch::Tensor conv_weight = torch::randn({16, 16, 3, 3}).mul(0.1).requires_grad_();
+  auto k = measure(
+      "batch_norm_relu_conv2d",
+      [&](const torch::Tensor& t) {
+        return ops::batch_norm_relu_conv2d(t, w, b, mean, var, true, 0.1, 1e-5, conv_weight, {},
+                                           {1, 1}, {1, 1}, {1, 1}, 1);
+      },
+      x, 2 * 16 * 4);
+  EXPECT_EQ(k[0].bytes, 2 * static_cast<std::int64_t>(x.nbytes()) + 2 * 16 * 4);
+  EXPECT_LE(k[1].bytes, k[0].bytes / 2 + 2 * 16 * 4);
+}
+
 TEST_F(KeptBytesTest, BatchNormWeakChannelsKeepTheirInputSlice) {
   const torch::Tensor x = activations();
   torch::Tensor w = torch::ones({16}).requires_grad_();

@@ -1,5 +1,5 @@
 // monet::nn modules against torch::nn's, and substitute_variants: shared parameters and buffers,
-// BatchNorm2d + ReLU fusion, untouched modules, and a small CNN that trains the same.
+// BatchNorm2d + ReLU (+ Conv2d) fusion, untouched modules, and small CNNs that train the same.
 #include "monet/nn.h"
 
 #include <gtest/gtest.h>
@@ -119,6 +119,101 @@ TEST(NnTest, VectorOfStagesWithoutFusion) {
   EXPECT_NE(std::dynamic_pointer_cast<nn::ReLUImpl>(sub[1].ptr()), nullptr);
   EXPECT_EQ(sub[2].ptr().get(), stages[2].ptr().get());
   EXPECT_EQ(nn::substitute_variants(stages).size(), 2u);
+}
+
+// conv-BN-ReLU-conv-BN-ReLU: the first BatchNorm2d, ReLU and Conv2d fuse into one module, the
+// second pair into a BatchNorm2dReLU.
+tnn::Sequential conv_chain() {
+  tnn::Sequential net(tnn::Conv2d(tnn::Conv2dOptions(3, 6, 3).padding(1)), tnn::BatchNorm2d(6),
+                      tnn::ReLU(), tnn::Conv2d(tnn::Conv2dOptions(6, 8, 3).stride(2).padding(1)),
+                      tnn::BatchNorm2d(8), tnn::ReLU(), tnn::Flatten());
+  net->to(torch::kDouble);
+  return net;
+}
+
+TEST(NnTest, BatchNormReluConvTriplesFuseAndTrainAsTheOriginal) {
+  torch::manual_seed(4);
+  tnn::Sequential reference = conv_chain();
+  tnn::Sequential original = conv_chain();
+  {
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < reference->parameters().size(); ++i) {
+      original->parameters()[i].copy_(reference->parameters()[i]);
+    }
+  }
+  tnn::Sequential sub = nn::substitute_variants(original);
+  ASSERT_EQ(sub->size(), 4u);
+  auto fused = sub[1]->as<nn::BatchNorm2dReLUConv2d>();
+  ASSERT_NE(fused, nullptr);
+  EXPECT_EQ(fused->conv.ptr().get(), original->ptr(3).get()) << "the same convolution module";
+  EXPECT_TRUE(sub[2]->as<nn::BatchNorm2dReLU>() != nullptr);
+  const auto mine = sub->parameters();
+  ASSERT_EQ(mine.size(), original->parameters().size());
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    EXPECT_TRUE(mine[i].is_same(original->parameters()[i])) << i;
+  }
+  const torch::Tensor x = torch::randn({3, 3, 6, 6}, torch::dtype(torch::kDouble));
+  for (OpMode mode : {OpMode::kDefault, OpMode::kCompact, OpMode::kRegenerate}) {
+    for (tnn::Sequential net : {reference, original}) net->zero_grad();
+    const torch::Tensor want = reference->forward(x);
+    torch::Tensor got;
+    {
+      OpModeScope scope(mode);
+      got = sub->forward(x);
+    }
+    EXPECT_LE(max_diff(got, want), 1e-12) << op_mode_name(mode);
+    (want * want).sum().backward();
+    (got * got).sum().backward();
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      EXPECT_LE(max_diff(original->parameters()[i].grad(), reference->parameters()[i].grad()),
+                1e-10)
+          << op_mode_name(mode) << " parameter " << i;
+    }
+  }
+  EXPECT_LE(max_diff(original[1]->as<tnn::BatchNorm2d>()->running_var,
+                     reference[1]->as<tnn::BatchNorm2d>()->running_var),
+            1e-12);
+
+  nn::SubstituteOptions pairs_only;
+  pairs_only.fuse_batch_norm_relu_conv = false;
+  EXPECT_EQ(nn::substitute_variants(original, pairs_only)->size(), 5u);
+}
+
+TEST(NnTest, BatchNormReluConvNeedsSymmetricZeroPadding) {
+  // Reflect padding, and "same" with an even kernel (one more row below than above), stay
+  // unfused, and the module itself refuses them.
+  tnn::Sequential reflect(
+      tnn::BatchNorm2d(2), tnn::ReLU(),
+      tnn::Conv2d(tnn::Conv2dOptions(2, 2, 3).padding(1).padding_mode(torch::kReflect)));
+  tnn::Sequential even_same(tnn::BatchNorm2d(2), tnn::ReLU(),
+                            tnn::Conv2d(tnn::Conv2dOptions(2, 2, 2).padding(torch::kSame)));
+  tnn::Sequential odd_same(tnn::BatchNorm2d(2), tnn::ReLU(),
+                           tnn::Conv2d(tnn::Conv2dOptions(2, 2, 3).padding(torch::kSame)));
+  EXPECT_EQ(nn::substitute_variants(reflect)->size(), 2u);
+  EXPECT_EQ(nn::substitute_variants(even_same)->size(), 2u);
+  EXPECT_EQ(nn::substitute_variants(odd_same)->size(), 1u);
+  EXPECT_THROW(nn::BatchNorm2dReLUConv2d(
+                   tnn::BatchNorm2dOptions(2),
+                   tnn::Conv2dOptions(2, 2, 3).padding(1).padding_mode(torch::kReflect)),
+               c10::Error);
+  EXPECT_THROW(nn::BatchNorm2dReLUConv2d(tnn::BatchNorm2dOptions(3), tnn::Conv2dOptions(2, 2, 3)),
+               c10::Error);
+  // "same" with an odd kernel is symmetric: the fused module pads as torch's.
+  torch::manual_seed(2);
+  nn::BatchNorm2dReLUConv2d module(tnn::BatchNorm2dOptions(2),
+                                   tnn::Conv2dOptions(2, 2, 3).padding(torch::kSame));
+  const torch::Tensor x = torch::randn({2, 2, 5, 5});
+  torch::Tensor want =
+      torch::conv2d(torch::relu(torch::batch_norm(x, module->bn->weight, module->bn->bias, {}, {},
+                                                  true, 0.1, 1e-5, false)),
+                    module->conv->weight, module->conv->bias, 1, 1);
+  OpModeScope scope(OpMode::kCompact);
+  EXPECT_LE(max_diff(module->forward(x.requires_grad_()), want), 1e-5);
+  auto cloned = std::dynamic_pointer_cast<nn::BatchNorm2dReLUConv2dImpl>(module->clone());
+  ASSERT_NE(cloned, nullptr);
+  EXPECT_FALSE(cloned->conv->weight.is_same(module->conv->weight));
+  EXPECT_TRUE(torch::equal(cloned->conv->weight, module->conv->weight));
+  EXPECT_TRUE(torch::equal(cloned->bn->running_mean, module->bn->running_mean));
 }
 
 TEST(NnTest, ModulesStandAloneMatchTorch) {

@@ -138,7 +138,9 @@ TEST(OpsTest, EveryCallCountsOnceInEveryMode) {
     ops::max_pool2d(x, {2, 2});
     ops::gelu(x);
     ops::softmax(x, 1);
-    EXPECT_EQ(variant_op_calls() - before, 7u) << op_mode_name(mode);
+    ops::batch_norm_relu_conv2d(x, {}, {}, {}, {}, true, 0.1, 1e-5, torch::randn({2, 3, 1, 1}), {},
+                                {1, 1}, {0, 0}, {1, 1}, 1);
+    EXPECT_EQ(variant_op_calls() - before, 8u) << op_mode_name(mode);
   }
 }
 
@@ -298,6 +300,94 @@ TEST(OpsTest, BatchNormFiniteDifferences) {
     };
     for (OpMode mode : kVariants) expect_finite_differences(op, {bn.x, bn.weight, bn.bias}, mode);
   }
+}
+
+// --- batch_norm_relu_conv2d ---
+
+struct ConvCase {
+  std::int64_t out, kernel, stride, padding, dilation, groups;
+  bool bias;
+};
+
+void expect_batch_norm_relu_conv_matches(const BatchNormCase& bn, const ConvCase& c) {
+  SCOPED_TRACE("kernel " + std::to_string(c.kernel) + " stride " + std::to_string(c.stride) +
+               " groups " + std::to_string(c.groups));
+  const std::int64_t in = bn.x.size(1);
+  const torch::Tensor conv_weight =
+      torch::randn({c.out, in / c.groups, c.kernel, c.kernel}, f64()).requires_grad_();
+  const torch::Tensor conv_bias =
+      c.bias ? torch::randn({c.out}, f64()).requires_grad_() : torch::Tensor();
+  auto mean_mine = bn.mean.clone(), var_mine = bn.var.clone();
+  auto mean_ref = bn.mean.clone(), var_ref = bn.var.clone();
+  const Op op = [&](const Inputs& in) {
+    return ops::batch_norm_relu_conv2d(in[0], in[1], in[2], mean_mine, var_mine, true, 0.1, 1e-5,
+                                       in[3], c.bias ? in[4] : torch::Tensor(),
+                                       {c.stride, c.stride}, {c.padding, c.padding},
+                                       {c.dilation, c.dilation}, c.groups);
+  };
+  const Op ref = [&](const Inputs& in) {
+    torch::Tensor y =
+        torch::batch_norm(in[0], in[1], in[2], mean_ref, var_ref, true, 0.1, 1e-5, false);
+    return torch::conv2d(torch::relu(y), in[3], c.bias ? in[4] : torch::Tensor(), c.stride,
+                         c.padding, c.dilation, c.groups);
+  };
+  Inputs inputs{bn.x, bn.weight, bn.bias, conv_weight};
+  if (c.bias) inputs.push_back(conv_bias);
+  expect_matches(op, ref, inputs, 1e-10);
+  for (OpMode mode : kVariants) {
+    mean_mine = bn.mean.clone(), var_mine = bn.var.clone();
+    mean_ref = bn.mean.clone(), var_ref = bn.var.clone();
+    {
+      OpModeScope scope(mode);
+      op(inputs);
+    }
+    ref(inputs);
+    EXPECT_LE(max_diff(mean_mine, mean_ref), 1e-12);
+    EXPECT_LE(max_diff(var_mine, var_ref), 1e-12);
+  }
+}
+
+TEST(OpsTest, BatchNormReluConvMatchesTorch) {
+  torch::manual_seed(5);
+  const BatchNormCase bn = batch_norm_case({3, 4, 7, 6});
+  expect_batch_norm_relu_conv_matches(bn, {5, 3, 1, 1, 1, 1, false});  // a basic block's
+  expect_batch_norm_relu_conv_matches(bn, {6, 1, 2, 0, 1, 1, true});   // a downsampling 1x1
+  expect_batch_norm_relu_conv_matches(bn, {4, 3, 2, 2, 2, 2, true});   // dilated, grouped
+}
+
+TEST(OpsTest, BatchNormReluConvWithNearZeroWeights) {
+  BatchNormCase bn = batch_norm_case({4, 4, 5, 5});
+  {
+    torch::NoGradGuard no_grad;
+    bn.weight[1] = 0.0;
+    bn.bias[3] = 1e4;
+  }
+  expect_batch_norm_relu_conv_matches(bn, {3, 3, 1, 1, 1, 1, true});
+}
+
+TEST(OpsTest, BatchNormReluConvFiniteDifferences) {
+  torch::manual_seed(6);
+  const BatchNormCase bn = batch_norm_case({2, 2, 4, 4});
+  const torch::Tensor conv_weight = torch::randn({3, 2, 3, 3}, f64()).requires_grad_();
+  const Op op = [&](const Inputs& in) {
+    return ops::batch_norm_relu_conv2d(in[0], in[1], in[2], {}, {}, true, 0.1, 1e-5, in[3], {},
+                                       {1, 1}, {1, 1}, {1, 1}, 1);
+  };
+  for (OpMode mode : kVariants) {
+    expect_finite_differences(op, {bn.x, bn.weight, bn.bias, conv_weight}, mode);
+  }
+}
+
+TEST(OpsTest, BatchNormReluConvRefusesBadArguments) {
+  const torch::Tensor x = torch::randn({2, 3, 4, 4}).requires_grad_();
+  const torch::Tensor w = torch::randn({3, 3, 3, 3});
+  OpModeScope scope(OpMode::kCompact);
+  EXPECT_THROW(ops::batch_norm_relu_conv2d(x.view({2, 3, 16}), {}, {}, {}, {}, true, 0.1, 1e-5, w,
+                                           {}, {1, 1}, {1, 1}, {1, 1}, 1),
+               c10::Error);
+  EXPECT_THROW(ops::batch_norm_relu_conv2d(x, {}, {}, {}, {}, true, 0.1, 1e-5, w, {}, {1}, {1, 1},
+                                           {1, 1}, 1),
+               c10::Error);
 }
 
 TEST(OpsTest, BatchNormInEvalIsThePlainOp) {
