@@ -231,33 +231,46 @@ BatchNormCase batch_norm_case(torch::IntArrayRef shape) {
           torch::ones({c}, f64())};
 }
 
-void expect_batch_norm_matches(const BatchNormCase& bn, bool fused) {
-  auto mean_mine = bn.mean.clone(), var_mine = bn.var.clone();
-  auto mean_ref = bn.mean.clone(), var_ref = bn.var.clone();
-  const Op op = [&](const Inputs& in) {
-    auto f = fused ? ops::batch_norm_relu : ops::batch_norm;
-    return f(in[0], in[1], in[2], mean_mine, var_mine, true, 0.1, 1e-5);
-  };
-  const Op ref = [&](const Inputs& in) {
-    torch::Tensor y =
-        torch::batch_norm(in[0], in[1], in[2], mean_ref, var_ref, true, 0.1, 1e-5, false);
-    return fused ? torch::relu(y) : y;
-  };
-  const Inputs inputs{bn.x, bn.weight, bn.bias};
-  expect_matches(op, ref, inputs, 1e-10);
-  // One call updates the running statistics once, as torch's does.
-  for (OpMode mode : kVariants) {
+// Running statistics: `mine` for monet's op, `ref` for torch's, both from the case's.
+struct RunningStats {
+  torch::Tensor mean_mine, var_mine, mean_ref, var_ref;
+  void reset(const BatchNormCase& bn) {
     mean_mine = bn.mean.clone(), var_mine = bn.var.clone();
     mean_ref = bn.mean.clone(), var_ref = bn.var.clone();
+  }
+};
+
+// One call of `op` in each variant mode updates the running statistics as one call of `ref`.
+void expect_statistics_updated_once(const Op& op, const Op& ref, const Inputs& inputs,
+                                    const BatchNormCase& bn, RunningStats& stats) {
+  for (OpMode mode : kVariants) {
+    stats.reset(bn);
     {
       OpModeScope scope(mode);
       op(inputs);
     }
     ref(inputs);
-    EXPECT_LE(max_diff(mean_mine, mean_ref), 1e-12);
-    EXPECT_LE(max_diff(var_mine, var_ref), 1e-12);
-    EXPECT_GT(max_diff(mean_mine, bn.mean), 0.0);
+    EXPECT_LE(max_diff(stats.mean_mine, stats.mean_ref), 1e-12);
+    EXPECT_LE(max_diff(stats.var_mine, stats.var_ref), 1e-12);
+    EXPECT_GT(max_diff(stats.mean_mine, bn.mean), 0.0);
   }
+}
+
+void expect_batch_norm_matches(const BatchNormCase& bn, bool fused) {
+  RunningStats stats;
+  stats.reset(bn);
+  const Op op = [&](const Inputs& in) {
+    auto f = fused ? ops::batch_norm_relu : ops::batch_norm;
+    return f(in[0], in[1], in[2], stats.mean_mine, stats.var_mine, true, 0.1, 1e-5);
+  };
+  const Op ref = [&](const Inputs& in) {
+    torch::Tensor y = torch::batch_norm(in[0], in[1], in[2], stats.mean_ref, stats.var_ref, true,
+                                        0.1, 1e-5, false);
+    return fused ? torch::relu(y) : y;
+  };
+  const Inputs inputs{bn.x, bn.weight, bn.bias};
+  expect_matches(op, ref, inputs, 1e-10);
+  expect_statistics_updated_once(op, ref, inputs, bn, stats);
 }
 
 TEST(OpsTest, BatchNormMatchesTorch) {
@@ -317,34 +330,24 @@ void expect_batch_norm_relu_conv_matches(const BatchNormCase& bn, const ConvCase
       torch::randn({c.out, in / c.groups, c.kernel, c.kernel}, f64()).requires_grad_();
   const torch::Tensor conv_bias =
       c.bias ? torch::randn({c.out}, f64()).requires_grad_() : torch::Tensor();
-  auto mean_mine = bn.mean.clone(), var_mine = bn.var.clone();
-  auto mean_ref = bn.mean.clone(), var_ref = bn.var.clone();
+  RunningStats stats;
+  stats.reset(bn);
   const Op op = [&](const Inputs& in) {
-    return ops::batch_norm_relu_conv2d(in[0], in[1], in[2], mean_mine, var_mine, true, 0.1, 1e-5,
-                                       in[3], c.bias ? in[4] : torch::Tensor(),
+    return ops::batch_norm_relu_conv2d(in[0], in[1], in[2], stats.mean_mine, stats.var_mine, true,
+                                       0.1, 1e-5, in[3], c.bias ? in[4] : torch::Tensor(),
                                        {c.stride, c.stride}, {c.padding, c.padding},
                                        {c.dilation, c.dilation}, c.groups);
   };
   const Op ref = [&](const Inputs& in) {
-    torch::Tensor y =
-        torch::batch_norm(in[0], in[1], in[2], mean_ref, var_ref, true, 0.1, 1e-5, false);
+    torch::Tensor y = torch::batch_norm(in[0], in[1], in[2], stats.mean_ref, stats.var_ref, true,
+                                        0.1, 1e-5, false);
     return torch::conv2d(torch::relu(y), in[3], c.bias ? in[4] : torch::Tensor(), c.stride,
                          c.padding, c.dilation, c.groups);
   };
   Inputs inputs{bn.x, bn.weight, bn.bias, conv_weight};
   if (c.bias) inputs.push_back(conv_bias);
   expect_matches(op, ref, inputs, 1e-10);
-  for (OpMode mode : kVariants) {
-    mean_mine = bn.mean.clone(), var_mine = bn.var.clone();
-    mean_ref = bn.mean.clone(), var_ref = bn.var.clone();
-    {
-      OpModeScope scope(mode);
-      op(inputs);
-    }
-    ref(inputs);
-    EXPECT_LE(max_diff(mean_mine, mean_ref), 1e-12);
-    EXPECT_LE(max_diff(var_mine, var_ref), 1e-12);
-  }
+  expect_statistics_updated_once(op, ref, inputs, bn, stats);
 }
 
 TEST(OpsTest, BatchNormReluConvMatchesTorch) {
