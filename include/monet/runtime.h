@@ -39,6 +39,14 @@
 namespace monet {
 
 // How a Runtime plans. Options::from_env() fills it from the MONET_* variables (README).
+// How measurement passes time a stage that runs on a CUDA device (MONET_STAGE_CLOCK). On the CPU
+// stages are timed by the wall clock.
+enum class StageClock {
+  kAuto,  // the device's busy time from CUPTI's kernel, copy and memset records, free of launch
+          // gaps and of the host's load; the wall clock where CUPTI does not load (said once)
+  kWall,  // the wall clock, with the device synchronised before and after
+};
+
 struct Options {
   // Bytes the training device may hold (cached or in use); 0 means no budget: every stage is kept
   // and nothing is measured. When positive it becomes the allocator's budget.
@@ -76,8 +84,12 @@ struct Options {
   // gives a job whose shapes vary, when the first batch is the largest. For comparisons
   // (monet-bench's "static" strategy); default false.
   bool plan_once = false;
+  // How a CUDA stage is timed when its shape is measured (MONET_STAGE_CLOCK: auto or wall;
+  // default auto).
+  StageClock stage_clock = StageClock::kAuto;
 
-  // The fields above from MONET_BUDGET, MONET_PLANNER, MONET_MARGIN and MONET_PREDICTOR_STATE.
+  // The fields above from MONET_BUDGET, MONET_PLANNER, MONET_MARGIN, MONET_PREDICTOR_STATE and
+  // MONET_STAGE_CLOCK.
   // Throws ConfigError naming the variable for a malformed value.
   static Options from_env();
 };

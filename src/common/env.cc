@@ -28,6 +28,10 @@ const std::vector<Knob>& knobs() {
       {"MONET_PREDICTOR_STATE", "unset",
        "JSON file the runtime's predictor warm-starts from when it exists and saves to after "
        "every measured shape, so that a restarted job measures none of the shapes it covers."},
+      {"MONET_STAGE_CLOCK", "auto",
+       "How a measured shape's stages are timed on a GPU: auto (the device's busy time from "
+       "CUPTI's kernel records; the wall clock where CUPTI does not load) or wall. The CPU is "
+       "timed by the wall clock."},
       {"MONET_STATS", "auto",
        "Print the allocator's statistics at exit: 1, 0, or auto (under the preload or the "
        "pluggable hook when monet served any allocation; always when MONET_LOG is info or "

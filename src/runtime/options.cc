@@ -45,6 +45,18 @@ Options Options::from_env() {
     }
   }
   if (auto path = env_value("MONET_PREDICTOR_STATE")) o.predictor_state = *path;
+  if (auto clock = env_value("MONET_STAGE_CLOCK")) {
+    if (*clock == "auto") {
+      o.stage_clock = StageClock::kAuto;
+    } else if (*clock == "wall") {
+      o.stage_clock = StageClock::kWall;
+    } else {
+      throw ConfigError(fmt::format(
+          "MONET_STAGE_CLOCK='{}' is not a stage clock; use auto (CUPTI's kernel times on a GPU "
+          "where CUPTI loads, the default) or wall",
+          *clock));
+    }
+  }
   return o;
 }
 

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "common/log.h"
+#include "runtime/kernel_clock.h"
 #include "runtime/rng_state.h"
 
 namespace monet {
@@ -19,11 +20,32 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Waits for the device of `t` to finish its queued work, so that the wall clock times kernels
-// rather than their launches; nothing to wait for on the CPU.
+// Waits for the device of `t` to finish its queued work, so that a stretch timed ends with its
+// kernels rather than their launches; nothing to wait for on the CPU.
 void settle(const at::Tensor& t) {
   if (t.is_cuda()) torch::cuda::synchronize(t.get_device());
 }
+
+// Times one stretch of a stage's run on the device of `on`, synchronised on both sides. On CUDA
+// with `kernel_times` the device's busy time from CUPTI (KernelClock), else the wall clock.
+class StageTimer {
+ public:
+  StageTimer(const at::Tensor& on, bool kernel_times) : on_(on), kernel_times_(kernel_times) {}
+  void start() {
+    settle(on_);
+    if (kernel_times_) KernelClock::instance().start();
+    t0_ = now();
+  }
+  double stop() {
+    settle(on_);
+    return kernel_times_ ? KernelClock::instance().stop() : now() - t0_;
+  }
+
+ private:
+  const at::Tensor& on_;
+  bool kernel_times_;
+  double t0_ = 0.0;
+};
 
 std::int64_t requested(CachingAllocator& pool) {
   return static_cast<std::int64_t>(pool.stats().requested_bytes);
@@ -48,7 +70,8 @@ struct FirstRun {
 // the output gradient, so that no separate forward without grad is needed. Returns the costs.
 VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode,
                            const at::Tensor& input, bool input_counts, at::Tensor grad_out,
-                           bool needs_grad_out, CachingAllocator& pool, FirstRun* first) {
+                           bool needs_grad_out, CachingAllocator& pool, bool kernel_times,
+                           FirstRun* first) {
   const RuntimeStage& stage = stages[k];
   VariantCosts c;
   c.name = std::string(op_mode_name(mode));
@@ -58,8 +81,8 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
 
   const std::int64_t before = requested(pool);
   const Mark fwd_mark = pool.mark();
-  settle(input);
-  double t0 = now();
+  StageTimer timer(input, kernel_times);
+  timer.start();
   at::Tensor y;
   const std::uint64_t calls = variant_op_calls();
   {
@@ -67,8 +90,7 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
     const OpModeScope scope(mode);
     y = stage.fn(leaf);
   }
-  settle(input);
-  c.fwd_time = now() - t0;
+  c.fwd_time = timer.stop();
   std::int64_t after = requested(pool);
   c.out_bytes = static_cast<std::int64_t>(y.nbytes());
   c.saved_bytes = clamp0(after - before - c.out_bytes);
@@ -90,21 +112,19 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
   if (needs_grad) inputs.push_back(leaf);
   for (const at::Tensor& p : stage.parameters) inputs.push_back(p);
   const Mark bwd_mark = pool.mark();
-  t0 = now();
+  timer.start();
   if (y.requires_grad() && !inputs.empty()) {
     std::vector<at::Tensor> grad_outputs;
     if (grad_out.defined()) grad_outputs.push_back(grad_out);
     // The gradients are dropped at once: only the peak of computing them counts.
     torch::autograd::grad({y}, inputs, grad_outputs, /*retain_graph=*/false,
                           /*create_graph=*/false, /*allow_unused=*/true);
-    settle(input);
-    c.bwd_time = now() - t0;
+    c.bwd_time = timer.stop();
     const std::int64_t peak = static_cast<std::int64_t>(pool.peak_requested_since(bwd_mark));
     const std::int64_t in_bytes = input_counts ? static_cast<std::int64_t>(input.nbytes()) : 0;
     c.bwd_peak = clamp0(peak - after - in_bytes + c.out_bytes);
   } else {
-    settle(input);
-    c.bwd_time = now() - t0;
+    c.bwd_time = timer.stop();
   }
   return c;
 }
@@ -113,8 +133,11 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
 
 MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor& input,
                             CachingAllocator& pool, bool find_variants,
-                            const std::vector<OpMode>& candidate_modes) {
+                            const std::vector<OpMode>& candidate_modes, StageClock clock) {
   const double start = now();
+  MeasuredChain out;
+  out.kernel_times =
+      input.is_cuda() && clock == StageClock::kAuto && KernelClock::instance().available();
   const int n = static_cast<int>(stages.size());
   std::vector<BufferSnapshot> buffers(n);
   // Put the RNG and every buffer back however the pass ends (it may run out of memory).
@@ -129,7 +152,6 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
   // Stage by stage, first to last, holding only the stage's input and output: the pass fits
   // wherever one stage's working set does, as every plan needs. Each stage's backward starts
   // from a gradient of ones shaped like its output (bytes and times do not depend on its values).
-  MeasuredChain out;
   out.chain.stages.resize(n);
   at::Tensor x = input;
   for (int k = 0; k < n; ++k) {
@@ -142,8 +164,8 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
     // after take, and whether the stage calls variant-aware operators at all.
     FirstRun first;
     std::vector<VariantCosts> costs;
-    costs.push_back(
-        measure_stage(stages, k, OpMode::kDefault, x, k > 0, {}, k + 1 < n, pool, &first));
+    costs.push_back(measure_stage(stages, k, OpMode::kDefault, x, k > 0, {}, k + 1 < n, pool,
+                                  out.kernel_times, &first));
     std::vector<OpMode> modes = stage.modes;
     if (find_variants) {
       modes = {OpMode::kDefault};
@@ -152,8 +174,8 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
     for (std::size_t v = 1; v < modes.size(); ++v) {
       buffers[k].restore();
       rng_before.restore();
-      costs.push_back(
-          measure_stage(stages, k, modes[v], x, k > 0, first.grad, k + 1 < n, pool, nullptr));
+      costs.push_back(measure_stage(stages, k, modes[v], x, k > 0, first.grad, k + 1 < n, pool,
+                                    out.kernel_times, nullptr));
     }
     const at::Tensor next = first.output;
     first.output.reset();

@@ -9,7 +9,9 @@
 //   bwd_peak     the peak during its backward above what was in use when it began, less the
 //                input's gradient (the model counts that) plus the output (the model has freed
 //                it; a stage that saves its output still holds it)
-//   fwd_time, bwd_time   wall-clock seconds (on CUDA, with the device synchronised around each)
+//   fwd_time, bwd_time   seconds: on CUDA the device's busy time from CUPTI's kernel, copy and
+//                memset records (KernelClock) where the clock is StageClock::kAuto and CUPTI
+//                loads, else the wall clock with the device synchronised around each
 // It holds one stage's input, output, output gradient and working set at a time, so it fits
 // wherever a plan does (every plan runs each stage with its input at hand). It leaves no trace: the
 // gradients it computes are discarded, and the RNG state and module buffers are put back.
@@ -21,6 +23,7 @@
 
 #include "allocator/caching_allocator.h"
 #include "monet/chain.h"
+#include "monet/runtime.h"
 #include "runtime/stage.h"
 
 namespace monet {
@@ -28,15 +31,17 @@ namespace monet {
 struct MeasuredChain {
   Chain chain;  // one variant per mode of each stage, in the stages' order; fixed_bytes 0
   double seconds = 0.0;
+  bool kernel_times = false;  // the stages' times are CUPTI's device busy times
 };
 
 // Measures `stages` on `input` through `pool`. With `find_variants`, every stage that called a
 // variant-aware operator is measured in each OpMode, and a mode is kept in the stage's modes
 // only when it keeps fewer bytes than every mode before it; otherwise each stage's current
 // modes are measured.
-// `candidate_modes` are the modes tried when finding variants (kDefault first).
+// `candidate_modes` are the modes tried when finding variants (kDefault first). `clock` says how
+// stages on a CUDA device are timed.
 MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor& input,
                             CachingAllocator& pool, bool find_variants,
-                            const std::vector<OpMode>& candidate_modes);
+                            const std::vector<OpMode>& candidate_modes, StageClock clock);
 
 }  // namespace monet

@@ -23,6 +23,7 @@
 #include "planner/simulate.h"
 #include "predictor/predictor.h"
 #include "runtime/executor.h"
+#include "runtime/kernel_clock.h"
 #include "runtime/profiler.h"
 #include "runtime/rollback.h"
 #include "runtime/stage.h"
@@ -477,7 +478,15 @@ class RuntimeImpl {
     const bool first = !predictor_;
     std::vector<OpMode> candidates = {OpMode::kDefault, OpMode::kCompact};
     if (options_.allow_rng_variants) candidates.push_back(OpMode::kRegenerate);
-    MeasuredChain m = measure_chain(stages_, input, pool, first, candidates);
+    MeasuredChain m = measure_chain(stages_, input, pool, first, candidates, options_.stage_clock);
+    if (input.is_cuda() && options_.stage_clock == StageClock::kAuto && !m.kernel_times &&
+        !clock_warned_) {
+      clock_warned_ = true;
+      log(LogLevel::kWarn,
+          "stages are timed by the wall clock, not by CUPTI's kernel records: {}. Set "
+          "MONET_STAGE_CLOCK=wall to choose the wall clock and silence this",
+          KernelClock::instance().unavailable_reason());
+    }
     ++stats_.profiled_steps;
     stats_.profile_seconds += m.seconds;
     last_.profiled = true;
@@ -485,8 +494,9 @@ class RuntimeImpl {
     predictor_->observe(shape, m.chain);
     remeasure_.erase(ShapeKey(shape, 62));
     if (!options_.predictor_state.empty()) predictor_->save(options_.predictor_state);
-    log(LogLevel::kInfo, "measured shape {} in {:.3f} s ({} shapes profiled)", join_dims(shape),
-        m.seconds, predictor_->profiled_shapes());
+    log(LogLevel::kInfo, "measured shape {} in {:.3f} s ({} shapes profiled; stage times from {})",
+        join_dims(shape), m.seconds, predictor_->profiled_shapes(),
+        m.kernel_times ? "CUPTI's kernel records" : "the wall clock");
     return m.chain;
   }
 
@@ -622,6 +632,7 @@ class RuntimeImpl {
   std::unordered_set<ShapeKey, ShapeKeyHash> remeasure_;
   std::optional<Shape> first_shape_;  // the shape every plan is for, under plan_once
   bool warm_start_tried_ = false;     // warm_start() runs once, before the first measurement
+  bool clock_warned_ = false;         // said once that CUPTI could not time the stages
   StepReport last_;
   RuntimeStats stats_;
 };

@@ -13,11 +13,6 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-Batch to_device(const Batch& b, const torch::Device& device) {
-  if (device.is_cpu()) return b;
-  return Batch{b.input.to(device), b.targets.to(device)};
-}
-
 torch::nn::Sequential model_on(const Workload& w, std::uint64_t seed, const torch::Device& device) {
   torch::nn::Sequential model = w.make_model(seed);
   if (!device.is_cpu()) model->to(device);
@@ -25,6 +20,11 @@ torch::nn::Sequential model_on(const Workload& w, std::uint64_t seed, const torc
 }
 
 }  // namespace
+
+Batch to_device(const Batch& b, const torch::Device& device) {
+  if (device.is_cpu()) return b;
+  return Batch{b.input.to(device), b.targets.to(device)};
+}
 
 CachingAllocator& pool_for(const torch::Device& device) {
   return device.is_cuda() ? pools::cuda(device.has_index() ? device.index() : 0) : pools::cpu();

@@ -15,6 +15,9 @@
 
 namespace monet::workloads {
 
+// `b` with its input and targets on `device` (the same tensors on the CPU).
+Batch to_device(const Batch& b, const torch::Device& device);
+
 // The pool monet's allocator serves `device`'s tensors from (CPU, or a CUDA device).
 CachingAllocator& pool_for(const torch::Device& device);
 

@@ -1,6 +1,7 @@
 // Over 1,000 steps of random shapes at 80%, 50% and 33% of the unconstrained peak (the
 // transformer; a CNN of three blocks per stage at 80%, monet-train's of twenty at 33%): the
-// allocator never holds more than the budget, no step is lost, and the retries are counted.
+// allocator never holds more than the budget, no step is lost, and the retries are counted. The
+// same on a CUDA device where LibTorch has one (RuntimeBudgetCuda; skipped elsewhere).
 #include <cmath>
 
 #include "allocator/device_pools.h"
@@ -10,21 +11,24 @@
 namespace monet {
 namespace {
 
-void train_within(const workloads::Workload& w, double fraction, int steps) {
+void train_within(const workloads::Workload& w, double fraction, int steps,
+                  const torch::Device& device = torch::kCPU) {
   install();
-  const std::int64_t peak = workloads::unconstrained_peak(w, 1).in_use_bytes;
-  CachingAllocator& pool = pools::cpu();
+  const std::int64_t peak = workloads::unconstrained_peak(w, 1, device).in_use_bytes;
+  CachingAllocator& pool = workloads::pool_for(device);
   pool.release_cached();
   Options o;
   o.budget_bytes = static_cast<std::int64_t>(static_cast<double>(peak) * fraction);
   auto model = w.make_model(2);
+  model->to(device);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   pool.reset_peaks();
   Runtime rt(model, o);
   int lost = 0;
   // The first step is the largest batch: a budget too small for it fails there, before the rest.
   for (int i = 0; i < steps; ++i) {
-    const workloads::Batch b = i == 0 ? w.largest_batch() : w.batch(11, i);
+    const workloads::Batch b =
+        workloads::to_device(i == 0 ? w.largest_batch() : w.batch(11, i), device);
     optimizer.zero_grad();
     try {
       const auto loss = rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
@@ -41,11 +45,11 @@ void train_within(const workloads::Workload& w, double fraction, int steps) {
   EXPECT_EQ(lost, 0);
   EXPECT_EQ(r.steps, steps);
   std::printf(
-      "%s at %.0f%% of %.2f MiB: %d steps, peak reserved %.2f MiB of %.2f MiB, peak in use "
+      "%s on %s at %.0f%% of %.2f MiB: %d steps, peak reserved %.2f MiB of %.2f MiB, peak in use "
       "%.2f MiB, %lld measured shapes, %lld plans, %lld cache hits, %lld retries, %lld plans "
       "dropped\n",
-      w.name().c_str(), 100 * fraction, static_cast<double>(peak) / (1 << 20), steps,
-      static_cast<double>(s.peak_reserved_bytes) / (1 << 20),
+      w.name().c_str(), device.str().c_str(), 100 * fraction, static_cast<double>(peak) / (1 << 20),
+      steps, static_cast<double>(s.peak_reserved_bytes) / (1 << 20),
       static_cast<double>(o.budget_bytes) / (1 << 20),
       static_cast<double>(r.max_measured_peak_bytes) / (1 << 20),
       static_cast<long long>(r.profiled_steps), static_cast<long long>(r.plans_made),
@@ -72,6 +76,29 @@ TEST(RuntimeBudget, ResNet80Percent) { train_within(*testing::small_resnet(), 0.
 // steps").
 TEST(RuntimeBudget, DeepResNet33Percent) {
   train_within(*workloads::make_resnet_workload(), 0.33, 1000);
+}
+
+// On a CUDA device: the budget caps monet's CUDA pool, and the runtime's measurement passes time
+// stages by CUPTI's kernel records.
+class RuntimeBudgetCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  }
+  const torch::Device cuda{torch::kCUDA, 0};
+};
+
+TEST_F(RuntimeBudgetCuda, Transformer80Percent) {
+  train_within(*testing::small_transformer(), 0.80, 1000, cuda);
+}
+TEST_F(RuntimeBudgetCuda, Transformer50Percent) {
+  train_within(*testing::small_transformer(), 0.50, 1000, cuda);
+}
+TEST_F(RuntimeBudgetCuda, Transformer33Percent) {
+  train_within(*testing::small_transformer(), 0.33, 1000, cuda);
+}
+TEST_F(RuntimeBudgetCuda, DeepResNet33Percent) {
+  train_within(*workloads::make_resnet_workload(), 0.33, 1000, cuda);
 }
 
 }  // namespace

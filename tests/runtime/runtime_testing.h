@@ -53,16 +53,25 @@ inline std::vector<torch::Tensor> plain_gradients(torch::nn::Sequential& model,
   return grads;
 }
 
-// max over parameters of |a - b| / max(|b|, 1e-30), as one number per tensor: the norm of the
-// difference over the norm of the reference.
+// Per parameter, the norm of a - b over the norm of the reference b (the norm of a - b where b
+// is 0), computed in fp64 (b may be fp64 gradients of the same step).
+inline std::vector<double> relative_differences(const std::vector<torch::Tensor>& a,
+                                                const std::vector<torch::Tensor>& b) {
+  std::vector<double> out;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const torch::Tensor ref = b[i].to(torch::kDouble);
+    const double norm = ref.norm().item<double>();
+    const double diff = (a[i].to(torch::kDouble) - ref).norm().item<double>();
+    out.push_back(norm == 0.0 ? diff : diff / norm);
+  }
+  return out;
+}
+
+// The largest of relative_differences(a, b).
 inline double worst_relative_difference(const std::vector<torch::Tensor>& a,
                                         const std::vector<torch::Tensor>& b) {
   double worst = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double ref = b[i].norm().item<double>();
-    const double diff = (a[i] - b[i]).norm().item<double>();
-    worst = std::max(worst, ref == 0.0 ? diff : diff / ref);
-  }
+  for (double d : relative_differences(a, b)) worst = std::max(worst, d);
   return worst;
 }
 
