@@ -21,6 +21,9 @@
 // Asserted: the byte target (3%) on both models, predictions never short of a measurement by more
 // than 0.1%, and bytes that repeat exactly from step to step.
 // Times are printed, not asserted: docs/predictor.md says why.
+//
+// MONET_TEST_VERBOSE=1 prints every visit and law; MONET_TEST_DUMP=FILE appends every shape's
+// measured costs to FILE, one JSON line a shape, for comparing laws offline on one run's data.
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -418,6 +421,28 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Appends every shape's measured costs to `path`, one JSON object a line ({"model", "shape",
+// "stages": [[out, saved, fwd_peak, bwd_peak, fwd_time, bwd_time], ...]}), for studying laws
+// offline on the data of one run.
+void dump(const Experiment& e, const Campaign& campaign, const Schedule& schedule,
+          const char* path) {
+  std::FILE* f = std::fopen(path, "a");
+  if (!f) return;
+  for (const Shape& s : e.candidates) {
+    std::string line = fmt::format("{{\"model\": \"{}\", \"shape\": [", e.name);
+    for (std::size_t d = 0; d < s.size(); ++d) line += fmt::format("{}{}", d ? ", " : "", s[d]);
+    line += "], \"stages\": [";
+    const std::vector<VariantCosts> costs = campaign.costs(s, schedule);
+    for (std::size_t i = 0; i < costs.size(); ++i) {
+      const VariantCosts& c = costs[i];
+      line += fmt::format("{}[{}, {}, {}, {}, {:.9g}, {:.9g}]", i ? ", " : "", c.out_bytes,
+                          c.saved_bytes, c.fwd_peak, c.bwd_peak, c.fwd_time, c.bwd_time);
+    }
+    std::fprintf(f, "%s]}\n", line.c_str());
+  }
+  std::fclose(f);
+}
+
 // Measures every candidate shape, profiles the (at most three) shapes the predictor asks for,
 // predicts every other candidate and compares with its measurement. Prints one row per held-out
 // shape.
@@ -475,6 +500,8 @@ Errors run(Experiment& e) {
       }
     }
   }
+
+  if (const char* path = std::getenv("MONET_TEST_DUMP")) dump(e, campaign, schedule, path);
 
   Errors errors;
   std::vector<double> stage_errors, step_errors;
