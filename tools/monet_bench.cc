@@ -52,6 +52,9 @@ namespace {
 
 using monet::workloads::Workload;
 
+// Times the --warm warm-up run times each stage's modes (monet::Options::measure_repeats).
+constexpr int kWarmUpRepeats = 3;
+
 struct Flags {
   std::vector<std::string> models = {"transformer", "resnet"};
   std::vector<std::string> strategies = {"all", "sqrt", "static", "greedy", "dp", "monet"};
@@ -320,10 +323,11 @@ class Bench {
   }
 
   static monet::Options options_for(const std::string& strategy, std::int64_t budget,
-                                    const std::string& predictor_state) {
+                                    const std::string& predictor_state, int measure_repeats = 1) {
     monet::Options o;
     o.budget_bytes = budget;
     o.predictor_state = predictor_state;
+    o.measure_repeats = measure_repeats;
     if (strategy == "static") {
       o.strategy = monet::Strategy::kMonet;
       o.plan_once = true;
@@ -341,7 +345,8 @@ class Bench {
   // One run. `predictor_state`: the file its predictor starts from and saves to (none: it starts
   // empty).
   Cell run_cell(const Workload& w, const std::string& strategy, int percent, std::int64_t budget,
-                const std::string& predictor_state = "", const std::string& label_text = "") {
+                const std::string& predictor_state = "", const std::string& label_text = "",
+                int measure_repeats = 1) {
     Cell c;
     c.model = w.name();
     c.strategy = strategy;
@@ -379,8 +384,8 @@ class Bench {
                       fmt::format("shape {:<9} {}", w.shape_of(b), r.plan.empty() ? "" : r.plan));
     };
     try {
-      const monet::workloads::TrainResult r =
-          monet::workloads::train(w, options_for(strategy, budget, predictor_state), spec);
+      const monet::workloads::TrainResult r = monet::workloads::train(
+          w, options_for(strategy, budget, predictor_state, measure_repeats), spec);
       c.seconds = r.seconds;
       c.peak_bytes = r.peak_reserved;
       c.peak_in_use_bytes = r.peak_in_use;
@@ -416,10 +421,13 @@ class Bench {
     const std::string cell_state = flags_.out + "/predictor-cell.json";
     if (flags_.warm) {
       // The shapes are the same in every run and measured alike at any budget: one run at the
-      // largest budget measures them all.
+      // largest budget measures them all. It times each stage's modes kWarmUpRepeats times,
+      // keeping the fastest: every cell plans on these times, and a mode timed once in a burst of
+      // load would send the plans that choose among modes to a time they do not get.
       std::filesystem::remove(warm_state);
       const int percent = *std::max_element(flags_.budgets.begin(), flags_.budgets.end());
-      const Cell warm_up = run_cell(w, "monet", percent, budget_at(percent), warm_state, "warm-up");
+      const Cell warm_up =
+          run_cell(w, "monet", percent, budget_at(percent), warm_state, "warm-up", kWarmUpRepeats);
       if (!std::filesystem::exists(warm_state)) {
         throw monet::ConfigError(fmt::format(
             "monet-bench --warm: the warm-up run of {} at {}% saved no predictor state ({}); "

@@ -87,6 +87,10 @@ struct Options {
   // How a CUDA stage is timed when its shape is measured (MONET_STAGE_CLOCK: auto or wall;
   // default auto).
   StageClock stage_clock = StageClock::kAuto;
+  // Times each stage's operator modes are timed when a shape is measured, keeping each mode's
+  // fastest time (bytes come from the first run). More repeats cost more measuring and give
+  // steadier times, so that the planner does not pick a mode for one lucky timing. Default 1.
+  int measure_repeats = 1;
 
   // The fields above from MONET_BUDGET, MONET_PLANNER, MONET_MARGIN, MONET_PREDICTOR_STATE and
   // MONET_STAGE_CLOCK.

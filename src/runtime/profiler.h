@@ -39,9 +39,11 @@ struct MeasuredChain {
 // only when it keeps fewer bytes than every mode before it; otherwise each stage's current
 // modes are measured.
 // `candidate_modes` are the modes tried when finding variants (kDefault first). `clock` says how
-// stages on a CUDA device are timed.
+// stages on a CUDA device are timed. Each stage's modes are timed `repeats` times (at least once),
+// keeping each mode's fastest time; bytes are those of the first run.
 MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor& input,
                             CachingAllocator& pool, bool find_variants,
-                            const std::vector<OpMode>& candidate_modes, StageClock clock);
+                            const std::vector<OpMode>& candidate_modes, StageClock clock,
+                            int repeats = 1);
 
 }  // namespace monet

@@ -186,6 +186,10 @@ class RuntimeImpl {
       throw ConfigError(
           fmt::format("monet::Options::max_retries is {}; use 0 or more", options_.max_retries));
     }
+    if (options_.measure_repeats < 1) {
+      throw ConfigError(fmt::format("monet::Options::measure_repeats is {}; use 1 or more",
+                                    options_.measure_repeats));
+    }
   }
 
   void follow_training_mode() {
@@ -478,7 +482,8 @@ class RuntimeImpl {
     const bool first = !predictor_;
     std::vector<OpMode> candidates = {OpMode::kDefault, OpMode::kCompact};
     if (options_.allow_rng_variants) candidates.push_back(OpMode::kRegenerate);
-    MeasuredChain m = measure_chain(stages_, input, pool, first, candidates, options_.stage_clock);
+    MeasuredChain m = measure_chain(stages_, input, pool, first, candidates, options_.stage_clock,
+                                    options_.measure_repeats);
     if (input.is_cuda() && options_.stage_clock == StageClock::kAuto && !m.kernel_times &&
         !clock_warned_) {
       clock_warned_ = true;

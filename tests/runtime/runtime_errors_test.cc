@@ -1,5 +1,6 @@
 // What a user can get wrong, and what must never be lost: a budget below the least feasible,
 // a batch that runs out of memory, eval mode, bad options.
+#include <cstdlib>
 #include <filesystem>
 
 #include "allocator/device_pools.h"
@@ -210,6 +211,9 @@ TEST(RuntimeErrors, BadOptionsSayWhatToDo) {
       },
       ConfigError);
   EXPECT_THROW(Runtime(torch::nn::Sequential(), Options{}), ConfigError);
+  Options repeats;
+  repeats.measure_repeats = 0;
+  EXPECT_THROW(Runtime(w->make_model(1), repeats), ConfigError);
   Options dims;
   dims.varying_dims = {7};
   dims.budget_bytes = 1 << 30;
@@ -218,6 +222,23 @@ TEST(RuntimeErrors, BadOptionsSayWhatToDo) {
   EXPECT_THROW(rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); }),
                ConfigError);
   pools::cpu().set_budget_bytes(0);
+}
+
+// Options::from_env reads MONET_STAGE_CLOCK; anything but auto or wall names the variable and its
+// values.
+TEST(RuntimeErrors, StageClockFromTheEnvironment) {
+  ::setenv("MONET_STAGE_CLOCK", "wall", 1);
+  EXPECT_EQ(Options::from_env().stage_clock, StageClock::kWall);
+  ::setenv("MONET_STAGE_CLOCK", "cupti", 1);
+  try {
+    Options::from_env();
+    ADD_FAILURE() << "MONET_STAGE_CLOCK=cupti was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("MONET_STAGE_CLOCK='cupti'"));
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("auto"));
+  }
+  ::unsetenv("MONET_STAGE_CLOCK");
+  EXPECT_EQ(Options::from_env().stage_clock, StageClock::kAuto);
 }
 
 }  // namespace
