@@ -178,9 +178,9 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
       costs.push_back(measure_stage(stages, k, modes[v], x, k > 0, first.grad, k + 1 < n, pool,
                                     out.kernel_times, nullptr));
     }
-    // Further timings, the modes in reverse order each time (the first pass ran the default
-    // first), keeping each mode's fastest: a mode timed once carries its moment's noise into
-    // the plan, and the planner, choosing among modes by time, picks the luckiest.
+    // Further timings, the modes' order reversed on every other round (the first round ran the
+    // default first), keeping each mode's fastest: a mode timed once carries its moment's noise
+    // into the plan, and the planner, choosing among modes by time, picks the luckiest.
     for (int r = 1; r < repeats; ++r) {
       for (std::size_t i = 0; i < modes.size(); ++i) {
         const std::size_t v = r % 2 == 1 ? modes.size() - 1 - i : i;
