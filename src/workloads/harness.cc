@@ -13,13 +13,13 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+}  // namespace
+
 torch::nn::Sequential model_on(const Workload& w, std::uint64_t seed, const torch::Device& device) {
   torch::nn::Sequential model = w.make_model(seed);
   if (!device.is_cpu()) model->to(device);
   return model;
 }
-
-}  // namespace
 
 Batch to_device(const Batch& b, const torch::Device& device) {
   if (device.is_cpu()) return b;

@@ -15,6 +15,9 @@
 
 namespace monet::workloads {
 
+// A fresh model of `w` (weights from `seed`) on `device`.
+torch::nn::Sequential model_on(const Workload& w, std::uint64_t seed, const torch::Device& device);
+
 // `b` with its input and targets on `device` (the same tensors on the CPU).
 Batch to_device(const Batch& b, const torch::Device& device);
 

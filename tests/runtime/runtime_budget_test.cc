@@ -19,8 +19,7 @@ void train_within(const workloads::Workload& w, double fraction, int steps,
   pool.release_cached();
   Options o;
   o.budget_bytes = static_cast<std::int64_t>(static_cast<double>(peak) * fraction);
-  auto model = w.make_model(2);
-  model->to(device);
+  auto model = workloads::model_on(w, 2, device);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   pool.reset_peaks();
   Runtime rt(model, o);

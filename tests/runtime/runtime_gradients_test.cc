@@ -39,10 +39,8 @@ TEST_P(GradientsTest, EqualWithAndWithoutMonet) {
   const torch::Device device = c.cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   CachingAllocator& pool = workloads::pool_for(device);
   auto w = c.model == "transformer" ? testing::small_transformer(128) : testing::small_resnet();
-  auto reference = w->make_model(1);
-  auto model = w->make_model(1);
-  reference->to(device);
-  model->to(device);
+  auto reference = workloads::model_on(*w, 1, device);
+  auto model = workloads::model_on(*w, 1, device);
   // The CNN in fp64, the yardstick for plans with the output-keeping BatchNorm (see above).
   const bool has_batch_norm = w->name() == "resnet";
   torch::nn::Sequential exact{nullptr};
