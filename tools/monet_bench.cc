@@ -2,8 +2,8 @@
 // batches from the same weights, as ratios against the run without a budget.
 //
 //   monet-bench [--model transformer|resnet|all] [--strategies LIST] [--budgets LIST]
-//               [--steps N] [--quick] [--size cpu|gpu] [--warm] [--json] [--out DIR]
-//               [--seed S]
+//               [--steps N] [--rounds R] [--quick] [--size cpu|gpu] [--warm] [--json]
+//               [--out DIR] [--seed S]
 //
 // Per workload: the unconstrained peak at the largest input (what the budgets are shares of),
 // the baseline without a budget (run first and after each budget's cells: each cell's overhead is
@@ -17,7 +17,10 @@
 // measures the shapes the runs will meet and saves its predictor (MONET_PREDICTOR_STATE), and every
 // cell starts from a copy of it: the cells then show a job's steady state, measuring a shape only
 // where a plan missed its measured peak, and every per-shape strategy plans on the same chains.
-// --quick runs fewer steps, warm.
+// With --rounds R (5 with --warm), each run's steps are split into R rounds: every round runs the
+// baselines and every cell on its share of the batches, in an order turned from round to round,
+// and a cell's overhead is the sum of its rounds against the sum of its baselines', with the
+// standard error of the rounds' overheads beside it. --quick runs fewer steps, warm.
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -54,12 +57,15 @@ using monet::workloads::Workload;
 
 // Times the --warm warm-up run times each stage's modes (monet::Options::measure_repeats).
 constexpr int kWarmUpRepeats = 3;
+// Rounds of a --warm run unless --rounds says otherwise (--quick and cold runs: one).
+constexpr int kWarmRounds = 5;
 
 struct Flags {
   std::vector<std::string> models = {"transformer", "resnet"};
   std::vector<std::string> strategies = {"all", "sqrt", "static", "greedy", "dp", "monet"};
   std::vector<int> budgets = {80, 60, 45, 33};  // percent of the unconstrained peak
   int steps = 0;                                // 0: per model, by --quick
+  int rounds = 0;                               // 0: kWarmRounds with --warm, else 1
   bool quick = false;
   bool warm = false;
   std::string size = "cpu";
@@ -72,8 +78,8 @@ struct Flags {
   if (!problem.empty()) std::cerr << "monet-bench: " << problem << "\n";
   std::cerr
       << "usage: monet-bench [--model transformer|resnet|all] [--strategies LIST]\n"
-         "                   [--budgets LIST] [--steps N] [--quick] [--size cpu|gpu] [--warm]\n"
-         "                   [--json] [--out DIR] [--seed S]\n"
+         "                   [--budgets LIST] [--steps N] [--rounds R] [--quick] [--size cpu|gpu]\n"
+         "                   [--warm] [--json] [--out DIR] [--seed S]\n"
          "  --model M       transformer, resnet or all (default all)\n"
          "  --strategies L  comma-separated, of all, sqrt, static, greedy, dp, monet (default\n"
          "                  all of them); the run without a budget is always made\n"
@@ -81,6 +87,10 @@ struct Flags {
          "                  largest input (default 80,60,45,33)\n"
          "  --steps N       timed steps per run (default 150 for the transformer and 60 for\n"
          "                  resnet; with --quick 24 and 8)\n"
+         "  --rounds R      split each run's steps into R rounds, each running the baselines\n"
+         "                  and every cell on its share of the batches, in an order turned\n"
+         "                  from round to round, so that the machine's drift falls on all\n"
+         "                  cells alike (default 5 with --warm, else 1; at most --steps)\n"
          "  --quick         fewer steps, and --warm: every cell in under five minutes on 2\n"
          "                  CPU cores (a few steps with first measurements in them would\n"
          "                  measure little else)\n"
@@ -145,6 +155,9 @@ Flags parse(int argc, char** argv) {
       } else if (arg == "--steps") {
         f.steps = std::stoi(value());
         if (f.steps <= 0) usage("--steps must be positive");
+      } else if (arg == "--rounds") {
+        f.rounds = std::stoi(value());
+        if (f.rounds <= 0) usage("--rounds must be positive");
       } else if (arg == "--quick") {
         f.quick = true;
       } else if (arg == "--warm") {
@@ -172,7 +185,15 @@ Flags parse(int argc, char** argv) {
   return f;
 }
 
-// What one run (a cell of the table) gave.
+// A run's share of the timed steps: batches first..first+steps-1, in round `round` of `rounds`.
+struct Chunk {
+  int first = 0;
+  int steps = 0;
+  int round = 0;
+  int rounds = 1;
+};
+
+// What one run (a cell of the table) gave; with several rounds, the sum of its rounds' runs.
 struct Cell {
   std::string model;
   std::string strategy;  // "none" for the baseline
@@ -187,6 +208,9 @@ struct Cell {
   double started = 0.0, ended = 0.0;  // seconds since the bench began
   double baseline_seconds = 0.0;      // the reference: the baseline runs around it, interpolated
   double overhead = std::nan("");
+  int rounds = 1;
+  std::vector<double> round_overheads;  // each round's run against its own baselines
+  double overhead_se = std::nan("");    // the standard error of their mean (two rounds or more)
   // simulate()'s times over the timed steps, of the plans that ran and of keeping every stage
   double planned_seconds = 0.0;
   double unconstrained_seconds = 0.0;
@@ -246,6 +270,8 @@ nlohmann::ordered_json to_json(const Cell& c) {
       {"seconds", c.seconds},
       {"baseline_seconds", c.baseline_seconds},
       {"overhead", number_or_null(c.overhead)},
+      {"rounds", c.rounds},
+      {"overhead_se", number_or_null(c.overhead_se)},
       {"planned_overhead", number_or_null(c.planned_overhead())}};
 }
 
@@ -280,6 +306,26 @@ class Sampler {
   std::atomic<bool> done_{false};
   std::thread thread_;
   monet::report::Timeline timeline_;
+};
+
+// The baseline runs of a workload, round by round.
+struct Baselines {
+  double seconds = 0.0;  // the sum over rounds of each round's mean
+  double spread = 0.0;   // the largest (slowest - fastest) / mean within a round
+  int runs = 0;
+
+  void add(const std::vector<Cell>& round) {
+    double sum = 0.0, low = round.front().seconds, high = low;
+    for (const Cell& b : round) {
+      sum += b.seconds;
+      low = std::min(low, b.seconds);
+      high = std::max(high, b.seconds);
+    }
+    const double mean = sum / static_cast<double>(round.size());
+    seconds += mean;
+    spread = std::max(spread, (high - low) / mean);
+    runs += static_cast<int>(round.size());
+  }
 };
 
 class Bench {
@@ -322,6 +368,13 @@ class Bench {
     return transformer ? 150 : 60;
   }
 
+  int rounds_for(const Workload& w) const {
+    const int rounds = flags_.rounds > 0              ? flags_.rounds
+                       : flags_.warm && !flags_.quick ? kWarmRounds
+                                                      : 1;
+    return std::min(rounds, steps_for(w));
+  }
+
   static monet::Options options_for(const std::string& strategy, std::int64_t budget,
                                     const std::string& predictor_state, int measure_repeats = 1) {
     monet::Options o;
@@ -345,17 +398,18 @@ class Bench {
   // One run. `predictor_state`: the file its predictor starts from and saves to (none: it starts
   // empty).
   Cell run_cell(const Workload& w, const std::string& strategy, int percent, std::int64_t budget,
-                const std::string& predictor_state = "", const std::string& label_text = "",
-                int measure_repeats = 1) {
+                Chunk chunk, const std::string& predictor_state = "",
+                const std::string& label_text = "", int measure_repeats = 1) {
     Cell c;
     c.model = w.name();
     c.strategy = strategy;
     c.budget_percent = percent;
     c.budget_bytes = budget;
-    const int steps = steps_for(w);
-    const std::string label = !label_text.empty()  ? label_text
-                              : strategy == "none" ? "baseline"
-                                                   : fmt::format("{}@{}%", strategy, percent);
+    const int steps = chunk.steps;
+    std::string label = !label_text.empty()  ? label_text
+                        : strategy == "none" ? "baseline"
+                                             : fmt::format("{}@{}%", strategy, percent);
+    if (chunk.rounds > 1) label += fmt::format(" {}/{}", chunk.round + 1, chunk.rounds);
     const monet::tools::Progress progress(fmt::format("{} {}", w.name(), label), steps,
                                           flags_.json);
     double error_sum = 0.0;
@@ -363,12 +417,13 @@ class Bench {
     c.started = std::chrono::duration<double>(start - bench_start_).count();
     monet::workloads::TrainSpec spec;
     spec.steps = steps;
+    spec.first_step = chunk.first;
     spec.seed = flags_.seed;
     spec.device = device_;
     spec.start_with_largest = true;
     spec.on_step = [&](int i, const monet::workloads::Batch& b, const monet::StepReport& r,
                        double) {
-      c.iterations = i + 1;
+      c.iterations = i - chunk.first + 1;
       c.planned_seconds += r.planned_seconds;
       c.unconstrained_seconds += r.unconstrained_seconds;
       if (r.predicted_peak_bytes > 0 && r.measured_peak_bytes > 0 && strategy != "static") {
@@ -380,7 +435,7 @@ class Bench {
         ++c.predicted_steps;
       }
       const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-      progress.update(i + 1, elapsed.count(),
+      progress.update(c.iterations, elapsed.count(),
                       fmt::format("shape {:<9} {}", w.shape_of(b), r.plan.empty() ? "" : r.plan));
     };
     try {
@@ -409,16 +464,14 @@ class Bench {
         monet::workloads::unconstrained_peak(w, flags_.seed, device_);
     peak_ = probe.reserved_bytes;
     largest_ = w.shape_of(w.largest_batch());
+    const int steps = steps_for(w);
+    const int rounds = rounds_for(w);
     if (!flags_.json) {
-      std::fprintf(stderr, "\n%s: unconstrained peak %s at %s; %d steps per run\n",
-                   w.name().c_str(), monet::format_bytes(peak_).c_str(), largest_.c_str(),
-                   steps_for(w));
+      std::fprintf(stderr, "\n%s: unconstrained peak %s at %s; %d steps per run%s\n",
+                   w.name().c_str(), monet::format_bytes(peak_).c_str(), largest_.c_str(), steps,
+                   rounds > 1 ? fmt::format(", in {} rounds", rounds).c_str() : "");
     }
-    // The machine's speed drifts over minutes (shared cores), so the baseline runs before each
-    // budget's cells and once after the last: each cell is compared with the two baseline runs
-    // around it, interpolated to the middle of its own run.
     const std::string warm_state = flags_.out + "/predictor-" + w.name() + ".json";
-    const std::string cell_state = flags_.out + "/predictor-cell.json";
     if (flags_.warm) {
       // The shapes are the same in every run and measured alike at any budget: one run at the
       // largest budget measures them all. It times each stage's modes kWarmUpRepeats times,
@@ -426,8 +479,8 @@ class Bench {
       // load would send the plans that choose among modes to a time they do not get.
       std::filesystem::remove(warm_state);
       const int percent = *std::max_element(flags_.budgets.begin(), flags_.budgets.end());
-      const Cell warm_up =
-          run_cell(w, "monet", percent, budget_at(percent), warm_state, "warm-up", kWarmUpRepeats);
+      const Cell warm_up = run_cell(w, "monet", percent, budget_at(percent), Chunk{0, steps, 0, 1},
+                                    warm_state, "warm-up", kWarmUpRepeats);
       if (!std::filesystem::exists(warm_state)) {
         throw monet::ConfigError(fmt::format(
             "monet-bench --warm: the warm-up run of {} at {}% saved no predictor state ({}); "
@@ -440,49 +493,154 @@ class Bench {
                      warm_up.stats.profile_seconds, warm_state.c_str());
       }
     }
+    // The cells, in table order (budget, then strategy), each the sum of its rounds.
+    const std::size_t strategies = flags_.strategies.size();
     std::vector<Cell> cells;
-    std::vector<Cell> baselines{run_cell(w, "none", 0, 0)};
-    for (std::size_t b = 0; b < flags_.budgets.size(); ++b) {
-      const int percent = flags_.budgets[b];
-      const std::int64_t budget = budget_at(percent);
+    std::vector<std::string> states;  // each cell's predictor, carried from round to round
+    for (const int percent : flags_.budgets) {
       for (const std::string& s : flags_.strategies) {
-        // Each cell from a fresh copy of the warm-up's state: what one cell measures again is not
-        // another's.
-        if (flags_.warm) {
-          std::filesystem::copy_file(warm_state, cell_state,
-                                     std::filesystem::copy_options::overwrite_existing);
+        Cell c;
+        c.model = w.name();
+        c.strategy = s;
+        c.warm = flags_.warm;
+        c.budget_percent = percent;
+        c.budget_bytes = budget_at(percent);
+        c.rounds = rounds;
+        c.started = std::numeric_limits<double>::infinity();
+        cells.push_back(c);
+        // One file per cell: what a cell measures again is not another's, and a cell's later
+        // rounds start from what its earlier ones saved (a restarted job measures nothing it
+        // covers). A single round without --warm starts empty, as a new job does.
+        states.push_back(flags_.warm || rounds > 1 ? fmt::format("{}/predictor-cell-{}-{}-{}.json",
+                                                                 flags_.out, w.name(), s, percent)
+                                                   : "");
+        if (!states.back().empty()) {
+          if (flags_.warm) {
+            std::filesystem::copy_file(warm_state, states.back(),
+                                       std::filesystem::copy_options::overwrite_existing);
+          } else {
+            std::filesystem::remove(states.back());
+          }
         }
-        cells.push_back(run_cell(w, s, percent, budget, flags_.warm ? cell_state : ""));
-        cells.back().warm = flags_.warm;
       }
-      baselines.push_back(run_cell(w, "none", 0, 0));
     }
-    auto middle = [](const Cell& c) { return (c.started + c.ended) / 2; };
+    // The machine's speed drifts over minutes (shared cores). In every round the baseline runs
+    // before each budget's cells and once after the last, and each cell is compared with the two
+    // baseline runs around it, interpolated to the middle of its own run. With several rounds,
+    // each run trains its share of the batches, and the order of the budgets and of the
+    // strategies turns by one from round to round, so that a slow or fast stretch of the machine
+    // does not fall on the same cells every time.
+    Baselines summary;
+    for (int r = 0; r < rounds; ++r) {
+      const Chunk chunk{r * steps / rounds, (r + 1) * steps / rounds - r * steps / rounds, r,
+                        rounds};
+      std::vector<Cell> baselines{run_cell(w, "none", 0, 0, chunk)};
+      std::vector<std::pair<std::size_t, Cell>> parts;
+      for (std::size_t i = 0; i < flags_.budgets.size(); ++i) {
+        const std::size_t b = (i + static_cast<std::size_t>(r)) % flags_.budgets.size();
+        for (std::size_t j = 0; j < strategies; ++j) {
+          const std::size_t index = b * strategies + (j + static_cast<std::size_t>(r)) % strategies;
+          const Cell& total = cells[index];
+          if (!total.feasible) continue;  // no plan fitted in an earlier round
+          parts.emplace_back(index, run_cell(w, total.strategy, total.budget_percent,
+                                             total.budget_bytes, chunk, states[index]));
+        }
+        baselines.push_back(run_cell(w, "none", 0, 0, chunk));
+      }
+      for (auto& [index, part] : parts) {
+        part.baseline_seconds = interpolated_baseline(part, baselines);
+        add_round(cells[index], part);
+      }
+      summary.add(baselines);
+    }
+    for (const std::string& state : states) {
+      if (!state.empty()) std::filesystem::remove(state);
+    }
     for (Cell& c : cells) {
-      std::size_t after = 1;
-      while (after + 1 < baselines.size() && middle(baselines[after]) < middle(c)) ++after;
-      const Cell& a = baselines[after - 1];
-      const Cell& b = baselines[after];
-      const double span = middle(b) - middle(a);
-      const double t = span > 0 ? std::clamp((middle(c) - middle(a)) / span, 0.0, 1.0) : 0.5;
-      c.baseline_seconds = a.seconds + t * (b.seconds - a.seconds);
-      if (c.feasible) c.overhead = c.seconds / c.baseline_seconds - 1.0;
+      if (!c.feasible) continue;
+      c.overhead = c.seconds / c.baseline_seconds - 1.0;
+      c.overhead_se = standard_error(c.round_overheads);
     }
-    double sum = 0.0, low = baselines.front().seconds, high = low;
-    for (const Cell& b : baselines) {
-      sum += b.seconds;
-      low = std::min(low, b.seconds);
-      high = std::max(high, b.seconds);
-    }
-    baseline_seconds_ = sum / static_cast<double>(baselines.size());
-    baseline_spread_ = (high - low) / baseline_seconds_;
-    baseline_runs_ = static_cast<int>(baselines.size());
-    Cell baseline = baselines.front();
-    baseline.seconds = baseline_seconds_;
-    baseline.baseline_seconds = baseline_seconds_;
+    baseline_ = summary;
+    Cell baseline;
+    baseline.model = w.name();
+    baseline.strategy = "none";
+    baseline.warm = flags_.warm;
+    baseline.iterations = steps;
+    baseline.rounds = rounds;
+    baseline.seconds = summary.seconds;
+    baseline.baseline_seconds = summary.seconds;
     baseline.overhead = 0.0;
     cells.insert(cells.begin(), baseline);
     return cells;
+  }
+
+  // The baseline's time at the middle of `c`'s run, from the two baseline runs of its round
+  // around it.
+  static double interpolated_baseline(const Cell& c, const std::vector<Cell>& baselines) {
+    auto middle = [](const Cell& x) { return (x.started + x.ended) / 2; };
+    std::size_t after = 1;
+    while (after + 1 < baselines.size() && middle(baselines[after]) < middle(c)) ++after;
+    const Cell& a = baselines[after - 1];
+    const Cell& b = baselines[after];
+    const double span = middle(b) - middle(a);
+    const double t = span > 0 ? std::clamp((middle(c) - middle(a)) / span, 0.0, 1.0) : 0.5;
+    return a.seconds + t * (b.seconds - a.seconds);
+  }
+
+  // Adds one round's run of a cell to the cell's totals.
+  static void add_round(Cell& total, const Cell& part) {
+    if (!part.feasible) {
+      total.feasible = false;
+      total.least_budget_bytes = part.least_budget_bytes;
+      total.error = part.error;
+      total.peak_bytes = std::max(total.peak_bytes, part.peak_bytes);
+      return;
+    }
+    total.started = std::min(total.started, part.started);
+    total.ended = std::max(total.ended, part.ended);
+    total.iterations += part.iterations;
+    total.seconds += part.seconds;
+    total.baseline_seconds += part.baseline_seconds;
+    total.round_overheads.push_back(part.seconds / part.baseline_seconds - 1.0);
+    total.planned_seconds += part.planned_seconds;
+    total.unconstrained_seconds += part.unconstrained_seconds;
+    total.peak_bytes = std::max(total.peak_bytes, part.peak_bytes);
+    total.peak_in_use_bytes = std::max(total.peak_in_use_bytes, part.peak_in_use_bytes);
+    monet::RuntimeStats& s = total.stats;
+    const monet::RuntimeStats& p = part.stats;
+    s.steps += p.steps;
+    s.profiled_steps += p.profiled_steps;
+    s.plans_made += p.plans_made;
+    s.cache_hits += p.cache_hits;
+    s.retries += p.retries;
+    s.dropped_plans += p.dropped_plans;
+    s.max_measured_peak_bytes = std::max(s.max_measured_peak_bytes, p.max_measured_peak_bytes);
+    s.plan_seconds += p.plan_seconds;
+    s.profile_seconds += p.profile_seconds;
+    if (part.predicted_steps > 0) {
+      const int n = total.predicted_steps + part.predicted_steps;
+      total.predictor_error = total.predicted_steps > 0
+                                  ? (total.predictor_error * total.predicted_steps +
+                                     part.predictor_error * part.predicted_steps) /
+                                        n
+                                  : part.predictor_error;
+      total.predictor_error_max =
+          total.predicted_steps > 0 ? std::max(total.predictor_error_max, part.predictor_error_max)
+                                    : part.predictor_error_max;
+      total.predicted_steps = n;
+    }
+  }
+
+  // The standard error of the mean of `values` (NaN for fewer than two).
+  static double standard_error(const std::vector<double>& values) {
+    const auto n = static_cast<double>(values.size());
+    if (values.size() < 2) return std::nan("");
+    double mean = 0.0;
+    for (const double v : values) mean += v / n;
+    double squares = 0.0;
+    for (const double v : values) squares += (v - mean) * (v - mean);
+    return std::sqrt(squares / (n - 1) / n);
   }
 
   // Overhead against budget per strategy: measured (wall clock against the baseline runs), or
@@ -514,15 +672,18 @@ class Bench {
   }
 
   void print_table(const Workload& w, const std::vector<Cell>& cells) const {
+    const int rounds = rounds_for(w);
     std::printf(
-        "\n%s: %d steps per run, unconstrained peak %s at %s, baseline %.2f s (the mean of %d "
-        "runs, %.1f%% apart at most)%s\n",
-        w.name().c_str(), steps_for(w), monet::format_bytes(peak_).c_str(), largest_.c_str(),
-        baseline_seconds_, baseline_runs_, 100.0 * baseline_spread_,
+        "\n%s: %d steps per run%s, unconstrained peak %s at %s, baseline %.2f s (%d runs, %.1f%% "
+        "apart at most%s)%s\n",
+        w.name().c_str(), steps_for(w),
+        rounds > 1 ? fmt::format(" in {} rounds", rounds).c_str() : "",
+        monet::format_bytes(peak_).c_str(), largest_.c_str(), baseline_.seconds, baseline_.runs,
+        100.0 * baseline_.spread, rounds > 1 ? " within a round" : "",
         flags_.warm ? "; every cell from the warm-up's predictor" : "");
-    std::printf("  %-7s %-9s %-7s %9s %8s %11s %7s %6s %8s %6s %8s %9s\n", "budget", "", "strategy",
-                "overhead", "planned", "peak/budget", "retries", "plans", "plan us", "cache",
-                "measured", "pred. err");
+    std::printf("  %-7s %-9s %-7s %9s %6s %8s %11s %7s %6s %8s %6s %8s %9s\n", "budget", "",
+                "strategy", "overhead", "+-", "planned", "peak/budget", "retries", "plans",
+                "plan us", "cache", "measured", "pred. err");
     int shown_percent = -1;
     for (const Cell& c : cells) {
       if (c.strategy == "none") continue;
@@ -539,9 +700,9 @@ class Bench {
                     100.0 * static_cast<double>(c.least_budget_bytes) / static_cast<double>(peak_));
         continue;
       }
-      std::printf("  %-7s %-9s %-7s %9s %8s %11.2f %7lld %6lld %8s %6s %8lld %9s\n", budget.c_str(),
-                  bytes.c_str(), c.strategy.c_str(), percent(c.overhead).c_str(),
-                  percent(c.planned_overhead()).c_str(),
+      std::printf("  %-7s %-9s %-7s %9s %6s %8s %11.2f %7lld %6lld %8s %6s %8lld %9s\n",
+                  budget.c_str(), bytes.c_str(), c.strategy.c_str(), percent(c.overhead).c_str(),
+                  percent(c.overhead_se, "{:.1f}").c_str(), percent(c.planned_overhead()).c_str(),
                   static_cast<double>(c.peak_bytes) / static_cast<double>(c.budget_bytes),
                   static_cast<long long>(c.stats.retries),
                   static_cast<long long>(c.stats.plans_made),
@@ -629,7 +790,7 @@ class Bench {
     monet::CachingAllocator& pool = monet::workloads::pool_for(device_);
     Sampler sampler(pool);
     monet::workloads::TrainSpec spec;
-    spec.steps = std::min(8, steps_for(*w));
+    spec.steps = std::min(8, steps_for(*w));  // from batch 0
     spec.seed = flags_.seed;
     spec.device = device_;
     spec.start_with_largest = true;
@@ -654,9 +815,7 @@ class Bench {
   torch::Device device_;
   std::size_t peak_ = 0;
   std::string largest_;
-  double baseline_seconds_ = 0.0;
-  double baseline_spread_ = 0.0;
-  int baseline_runs_ = 0;
+  Baselines baseline_;
   std::chrono::steady_clock::time_point bench_start_ = std::chrono::steady_clock::now();
   std::vector<Cell> results_;
 };

@@ -86,7 +86,7 @@ TrainResult train(const Workload& w, const Options& options, const TrainSpec& sp
   TrainResult result;
   if (spec.before_steps) spec.before_steps();
   const double start = now();
-  for (int i = 0; i < spec.steps; ++i) {
+  for (int i = spec.first_step; i < spec.first_step + spec.steps; ++i) {
     const Batch b = to_device(w.batch(spec.seed, i), spec.device);
     optimizer.zero_grad();
     const torch::Tensor loss =

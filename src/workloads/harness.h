@@ -44,7 +44,8 @@ std::int64_t least_budget_above(const Workload& w, std::uint64_t seed, const Opt
 
 // What one training run is.
 struct TrainSpec {
-  int steps = 0;           // timed steps, on batches 0..steps-1 of the stream of `seed`
+  int steps = 0;           // timed steps, on batches first_step..first_step+steps-1
+  int first_step = 0;      // of the stream of `seed`
   std::uint64_t seed = 1;  // of the weights and the batches
   torch::Device device = torch::kCPU;
   // Before the timed steps, one untimed step on the largest batch (forward and backward, no
@@ -53,7 +54,7 @@ struct TrainSpec {
   bool start_with_largest = false;
   // Called once, right before the first timed step.
   std::function<void()> before_steps;
-  // Called after each timed step: its index, the batch, the step's report, the loss.
+  // Called after each timed step: its index in the stream, the batch, the step's report, the loss.
   std::function<void(int, const Batch&, const StepReport&, double)> on_step;
 };
 
