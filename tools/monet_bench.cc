@@ -211,6 +211,7 @@ struct Cell {
   int rounds = 1;
   std::vector<double> round_overheads;  // each round's run against its own baselines
   double overhead_se = std::nan("");    // the standard error of their mean (two rounds or more)
+  std::vector<std::vector<double>> baseline_runs;  // the baseline's: each round's runs, seconds
   // simulate()'s times over the timed steps, of the plans that ran and of keeping every stage
   double planned_seconds = 0.0;
   double unconstrained_seconds = 0.0;
@@ -272,6 +273,8 @@ nlohmann::ordered_json to_json(const Cell& c) {
       {"overhead", number_or_null(c.overhead)},
       {"rounds", c.rounds},
       {"overhead_se", number_or_null(c.overhead_se)},
+      {"overhead_rounds", c.round_overheads},
+      {"baseline_runs", c.baseline_runs},
       {"planned_overhead", number_or_null(c.planned_overhead())}};
 }
 
@@ -313,8 +316,11 @@ struct Baselines {
   double seconds = 0.0;  // the sum over rounds of each round's mean
   double spread = 0.0;   // the largest (slowest - fastest) / mean within a round
   int runs = 0;
+  std::vector<std::vector<double>> rounds;  // each round's runs, seconds
 
   void add(const std::vector<Cell>& round) {
+    rounds.emplace_back();
+    for (const Cell& b : round) rounds.back().push_back(b.seconds);
     double sum = 0.0, low = round.front().seconds, high = low;
     for (const Cell& b : round) {
       sum += b.seconds;
@@ -571,6 +577,7 @@ class Bench {
     baseline.seconds = summary.seconds;
     baseline.baseline_seconds = summary.seconds;
     baseline.overhead = 0.0;
+    baseline.baseline_runs = summary.rounds;
     cells.insert(cells.begin(), baseline);
     return cells;
   }
@@ -643,8 +650,8 @@ class Bench {
     return std::sqrt(squares / (n - 1) / n);
   }
 
-  // Overhead against budget per strategy: measured (wall clock against the baseline runs), or
-  // planned (the memory model's times of the plans that ran).
+  // Overhead against budget per strategy: measured (wall clock against the baseline runs, with the
+  // rounds' standard error as a bar), or planned (the memory model's times of the plans that ran).
   monet::report::Panel panel(const Workload& w, const std::vector<Cell>& cells,
                              bool planned) const {
     monet::report::Panel p;
@@ -660,7 +667,8 @@ class Bench {
         if (c.strategy != s) continue;
         series.points.push_back(
             {static_cast<double>(c.budget_percent),
-             c.feasible ? 100.0 * (planned ? c.planned_overhead() : c.overhead) : std::nan("")});
+             c.feasible ? 100.0 * (planned ? c.planned_overhead() : c.overhead) : std::nan(""),
+             planned ? 0.0 : 100.0 * c.overhead_se});
       }
       p.series.push_back(std::move(series));
     }

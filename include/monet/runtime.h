@@ -89,11 +89,12 @@ struct Options {
   StageClock stage_clock = StageClock::kAuto;
   // Times each stage's operator modes are timed when a shape is measured, keeping each mode's
   // fastest time (bytes come from the first run). More repeats cost more measuring and give
-  // steadier times, so that the planner does not pick a mode for one lucky timing. Default 1.
+  // steadier times, so that the planner does not pick a mode for one lucky timing
+  // (MONET_MEASURE_REPEATS, 1 to 20). Default 1.
   int measure_repeats = 1;
 
-  // The fields above from MONET_BUDGET, MONET_PLANNER, MONET_MARGIN, MONET_PREDICTOR_STATE and
-  // MONET_STAGE_CLOCK.
+  // The fields above from MONET_BUDGET, MONET_PLANNER, MONET_MARGIN, MONET_PREDICTOR_STATE,
+  // MONET_STAGE_CLOCK and MONET_MEASURE_REPEATS.
   // Throws ConfigError naming the variable for a malformed value.
   static Options from_env();
 };

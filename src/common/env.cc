@@ -23,6 +23,10 @@ const std::vector<Knob>& knobs() {
        "Share of the budget that plans leave free for what the memory model does not count "
        "(allocator rounding, optimizer temporaries); a batch that runs out of memory raises it "
        "for its shape. 0 to 90%, as 15% or 0.15."},
+      {"MONET_MEASURE_REPEATS", "1",
+       "Times each stage's operator modes are timed when a new shape is measured, keeping each "
+       "mode's fastest (1 to 20): 3 costs about two more steps' work per measured shape and "
+       "keeps the planner from choosing a mode for one lucky timing on a noisy machine."},
       {"MONET_PLANNER", "monet",
        "How plans are chosen: none, all, sqrt, greedy, dp or monet (docs/planner.md)."},
       {"MONET_PREDICTOR_STATE", "unset",

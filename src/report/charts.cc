@@ -108,6 +108,8 @@ std::string open_svg(double width, double height) {
          "' font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n";
 }
 
+bool has_error_bar(const Point& pt) { return std::isfinite(pt.error) && pt.error > 0; }
+
 void polyline(std::string& svg, const std::vector<std::pair<double, double>>& pts,
               const char* colour, double width) {
   if (pts.size() < 2) return;
@@ -186,6 +188,10 @@ std::string line_chart_svg(const std::vector<Panel>& panels) {
         if (!std::isfinite(pt.y)) continue;
         xr.add(pt.x);
         yr.add(pt.y);
+        if (has_error_bar(pt)) {
+          yr.add(pt.y - pt.error);
+          yr.add(pt.y + pt.error);
+        }
       }
     }
     if (xr.empty()) xr = Range{0, 1};
@@ -207,6 +213,12 @@ std::string line_chart_svg(const std::vector<Panel>& panels) {
           continue;
         }
         run.emplace_back(f.px(pt.x), f.py(pt.y));
+        if (has_error_bar(pt)) {
+          svg += "<line class='error' x1='" + num(f.px(pt.x)) + "' y1='" +
+                 num(f.py(pt.y - pt.error)) + "' x2='" + num(f.px(pt.x)) + "' y2='" +
+                 num(f.py(pt.y + pt.error)) + "' stroke='" + colour(s.name) +
+                 "' stroke-width='1'/>\n";
+        }
         svg += "<circle cx='" + num(f.px(pt.x)) + "' cy='" + num(f.py(pt.y)) + "' r='3' fill='" +
                colour(s.name) + "'><title>" + escape_xml(s.name) + ": " + tick_label(pt.x, 1) +
                ", " + tick_label(pt.y, 0.1) + "</title></circle>\n";

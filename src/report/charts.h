@@ -11,10 +11,12 @@
 namespace monet::report {
 
 // A point of a line. A point whose y is not finite (an infeasible cell) breaks the line there
-// and is not drawn.
+// and is not drawn. A finite, positive `error` draws a bar from y - error to y + error (the
+// standard error of a measured overhead); the axes make room for it.
 struct Point {
   double x = 0.0;
   double y = 0.0;
+  double error = 0.0;
 };
 
 struct Series {

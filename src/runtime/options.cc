@@ -29,6 +29,9 @@ double parse_fraction(const std::string& text, const char* variable) {
   return percent ? value / 100.0 : value;
 }
 
+// More timings than this would measure a new shape for longer than a job would want.
+constexpr int kMaxMeasureRepeats = 20;
+
 }  // namespace
 
 Options Options::from_env() {
@@ -45,6 +48,22 @@ Options Options::from_env() {
     }
   }
   if (auto path = env_value("MONET_PREDICTOR_STATE")) o.predictor_state = *path;
+  if (auto repeats = env_value("MONET_MEASURE_REPEATS")) {
+    std::size_t used = 0;
+    int value = 0;
+    try {
+      value = std::stoi(*repeats, &used);
+    } catch (const std::logic_error&) {
+      used = 0;
+    }
+    if (used == 0 || used != repeats->size() || value < 1 || value > kMaxMeasureRepeats) {
+      throw ConfigError(fmt::format(
+          "MONET_MEASURE_REPEATS='{}' is not a count of timings; use a whole number from 1 (the "
+          "default) to {} (3 keeps the planner from choosing a mode for one lucky timing)",
+          *repeats, kMaxMeasureRepeats));
+    }
+    o.measure_repeats = value;
+  }
   if (auto clock = env_value("MONET_STAGE_CLOCK")) {
     if (*clock == "auto") {
       o.stage_clock = StageClock::kAuto;

@@ -12,43 +12,17 @@
 #include <vector>
 
 #include "monet/op_mode.h"
+#include "op_check.h"
 
 namespace monet {
 namespace {
 
-using Inputs = std::vector<torch::Tensor>;
-using Op = std::function<torch::Tensor(const Inputs&)>;
-
-constexpr OpMode kVariants[] = {OpMode::kCompact, OpMode::kRegenerate};
-
-struct Outcome {
-  torch::Tensor y;
-  std::vector<torch::Tensor> grads;  // one per input that requires grad
-  std::string node;                  // the output's autograd node
-};
-
-// Runs `op` in `mode` on fresh copies of `inputs` and backpropagates `grad_y`.
-Outcome run(const Op& op, const Inputs& inputs, const torch::Tensor& grad_y, OpMode mode) {
-  Inputs leaves, wrt;
-  for (const torch::Tensor& t : inputs) {
-    leaves.push_back(t.defined() ? t.detach().clone().requires_grad_(t.requires_grad()) : t);
-    if (t.defined() && t.requires_grad()) wrt.push_back(leaves.back());
-  }
-  Outcome r;
-  {
-    OpModeScope scope(mode);
-    r.y = op(leaves);
-  }
-  r.node = r.y.grad_fn() ? r.y.grad_fn()->name() : "";
-  r.grads = torch::autograd::grad({r.y}, wrt, {grad_y}, /*retain_graph=*/false,
-                                  /*create_graph=*/false, /*allow_unused=*/true);
-  r.y = r.y.detach();
-  return r;
-}
-
-double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<double>();
-}
+using op_check::Inputs;
+using op_check::kVariants;
+using op_check::max_diff;
+using op_check::Op;
+using op_check::Outcome;
+using op_check::run;
 
 // Forward and gradients of `op` in every variant mode against `reference` (the plain torch op).
 void expect_matches(const Op& op, const Op& reference, const Inputs& inputs, double tolerance) {

@@ -82,6 +82,31 @@ TEST(LineChart, AllInfeasibleStillDrawsAxes) {
   EXPECT_THAT(svg, Not(HasSubstr("nan")));
 }
 
+TEST(LineChart, ErrorBarsSpanTheirErrorAndFitTheFrame) {
+  Panel p{"t", "x", "y", {{"s", {{33, 10, 4}, {60, 5, std::nan("")}, {80, 2, 0}}}}, true};
+  const std::string svg = line_chart_svg({p});
+  const std::regex bar(
+      "<line class='error' x1='([-0-9.]+)' y1='([-0-9.]+)' x2='([-0-9.]+)' "
+      "y2='([-0-9.]+)'");
+  std::vector<std::smatch> bars;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), bar); it != std::sregex_iterator();
+       ++it) {
+    bars.push_back(*it);
+  }
+  ASSERT_EQ(bars.size(), 1u) << "a bar only where the error is finite and positive";
+  const double y_low = std::stod(bars[0][2]), y_high = std::stod(bars[0][4]);
+  EXPECT_EQ(bars[0][1], bars[0][3]) << "vertical";
+  // y = 10 +- 4 spans 8 units; the frame's y axis runs from 0 to at least 14 and is drawn
+  // downwards.
+  EXPECT_GT(y_low, y_high);
+  EXPECT_GE(y_high, 0);
+  EXPECT_LE(y_low, 320);
+  const std::regex circle("<circle cx='[-0-9.]+' cy='([-0-9.]+)'");
+  std::smatch first;
+  ASSERT_TRUE(std::regex_search(svg, first, circle));
+  EXPECT_NEAR(std::stod(first[1]), (y_low + y_high) / 2, 0.05) << "centred on the point";
+}
+
 TEST(LineChart, PointsLieInsideTheFrame) {
   Panel p{"t", "x", "y", {{"s", {{33, -2}, {80, 40}}}}, true};
   const std::string svg = line_chart_svg({p});

@@ -241,5 +241,24 @@ TEST(RuntimeErrors, StageClockFromTheEnvironment) {
   EXPECT_EQ(Options::from_env().stage_clock, StageClock::kAuto);
 }
 
+// Options::from_env reads MONET_MEASURE_REPEATS: a whole number from 1 to 20.
+TEST(RuntimeErrors, MeasureRepeatsFromTheEnvironment) {
+  EXPECT_EQ(Options::from_env().measure_repeats, 1);
+  ::setenv("MONET_MEASURE_REPEATS", "3", 1);
+  EXPECT_EQ(Options::from_env().measure_repeats, 3);
+  for (const char* bad : {"0", "-2", "three", "3x", "2.5", "21"}) {
+    ::setenv("MONET_MEASURE_REPEATS", bad, 1);
+    try {
+      Options::from_env();
+      ADD_FAILURE() << "MONET_MEASURE_REPEATS=" << bad << " was taken";
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(std::string(e.what()),
+                  ::testing::HasSubstr(std::string("MONET_MEASURE_REPEATS='") + bad + "'"));
+      EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("from 1"));
+    }
+  }
+  ::unsetenv("MONET_MEASURE_REPEATS");
+}
+
 }  // namespace
 }  // namespace monet

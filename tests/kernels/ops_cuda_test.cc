@@ -1,0 +1,299 @@
+// monet::ops on CUDA tensors: every variant against torch's own CUDA op in fp32, regenerated
+// dropout against the CPU's draw, and the bytes the variants keep measured through monet's CUDA
+// pool. Every test skips where LibTorch has no CUDA or no GPU is present (Debian's LibTorch is
+// CPU only: these run on the GPU machine, docs/gpu.md).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "monet/allocator.h"
+#include "monet/op_mode.h"
+#include "monet/ops.h"
+#include "op_check.h"
+
+namespace monet {
+namespace {
+
+using op_check::Inputs;
+using op_check::kVariants;
+using op_check::max_diff;
+using op_check::Op;
+using op_check::Outcome;
+using op_check::run;
+
+// fp32 agreement: |a - b| within `relative` of b's largest magnitude (at least 1).
+void expect_close(const torch::Tensor& got, const torch::Tensor& want, double relative,
+                  const std::string& what) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  const double scale = std::max(1.0, want.abs().max().item<double>());
+  EXPECT_LE(max_diff(got, want), relative * scale) << what;
+}
+
+class OpsCudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) {
+      GTEST_SKIP() << "no CUDA device, or LibTorch without CUDA";
+    }
+    install();  // before this process's first CUDA tensor, where no test made one yet
+    torch::manual_seed(3);
+  }
+
+  torch::TensorOptions f32() const { return torch::dtype(torch::kFloat).device(torch::kCUDA, 0); }
+
+  // Every variant mode of `op` against `reference` on the same CUDA inputs: the output and every
+  // input's gradient to `relative`, and a variant's own autograd node in each mode.
+  static void expect_matches(const Op& op, const Op& reference, const Inputs& inputs,
+                             double relative) {
+    const torch::Tensor grad_y = torch::randn_like(reference(inputs));
+    const Outcome want = run(reference, inputs, grad_y, OpMode::kDefault);
+    for (OpMode mode : kVariants) {
+      const std::string name(op_mode_name(mode));
+      const Outcome got = run(op, inputs, grad_y, mode);
+      EXPECT_NE(got.node, want.node) << name << ": no variant ran";
+      EXPECT_TRUE(got.y.is_cuda()) << name;
+      expect_close(got.y, want.y, relative, name + " output");
+      ASSERT_EQ(got.grads.size(), want.grads.size()) << name;
+      for (std::size_t i = 0; i < got.grads.size(); ++i) {
+        ASSERT_TRUE(got.grads[i].defined()) << name << " input " << i;
+        expect_close(got.grads[i], want.grads[i], relative, name + " input " + std::to_string(i));
+      }
+    }
+  }
+};
+
+TEST_F(OpsCudaTest, ReluIsTorchsBitForBit) {
+  const Op op = [](const Inputs& in) { return ops::relu(in[0]); };
+  const Op ref = [](const Inputs& in) { return torch::relu(in[0]); };
+  // A length that is no multiple of the 32-bit mask words, and a transposed (strided) input.
+  const torch::Tensor x = torch::randn({(1 << 20) + 7}, f32()).requires_grad_();
+  const torch::Tensor strided = torch::randn({96, 130}, f32()).t().requires_grad_();
+  for (const torch::Tensor& input : {x, strided}) {
+    const torch::Tensor g = torch::randn(input.sizes(), f32());
+    const Outcome want = run(ref, {input}, g, OpMode::kDefault);
+    for (OpMode mode : kVariants) {
+      const Outcome got = run(op, {input}, g, mode);
+      EXPECT_TRUE(torch::equal(got.y, want.y)) << op_mode_name(mode);
+      EXPECT_TRUE(torch::equal(got.grads[0], want.grads[0])) << op_mode_name(mode);
+    }
+  }
+}
+
+TEST_F(OpsCudaTest, CompactDropoutAppliesOneDrawForwardAndBackward) {
+  const double p = 0.3;
+  const torch::Tensor x = torch::randn({4, 250'001}, f32());
+  const torch::Tensor input = (x + 0.1 * x.sign()).requires_grad_();  // no zeros
+  const torch::Tensor g = torch::randn(input.sizes(), f32());
+  const Op op = [p](const Inputs& in) { return ops::dropout(in[0], p, true); };
+  torch::manual_seed(21);
+  const Outcome got = run(op, {input}, g, OpMode::kCompact);
+  // The same operations as the op's own: a 0/1 noise divided by 1 - p, then multiplied.
+  const torch::Tensor noise = (got.y != 0).to(torch::kFloat).div_(1 - p);
+  EXPECT_TRUE(torch::equal(got.y, input.detach() * noise));
+  EXPECT_TRUE(torch::equal(got.grads[0], g * noise));
+  EXPECT_NEAR((got.y != 0).to(torch::kDouble).mean().item<double>(), 1 - p, 0.005);
+  torch::manual_seed(21);
+  EXPECT_TRUE(torch::equal(run(op, {input}, g, OpMode::kCompact).y, got.y))
+      << "torch::manual_seed fixes the CUDA draw";
+}
+
+TEST_F(OpsCudaTest, RegeneratingDropoutDrawsTheCpusMask) {
+  const double p = 0.25;
+  const torch::Tensor cpu = torch::randn({3, 100'003});
+  const torch::Tensor x_cpu = (cpu + 0.1 * cpu.sign()).requires_grad_();
+  const torch::Tensor x = x_cpu.detach().to(torch::kCUDA).requires_grad_();
+  const torch::Tensor g = torch::randn(x.sizes(), f32());
+  const Op op = [p](const Inputs& in) { return ops::dropout(in[0], p, true); };
+  torch::manual_seed(17);
+  const Outcome on_cpu = run(op, {x_cpu}, g.cpu(), OpMode::kRegenerate);
+  torch::manual_seed(17);
+  const Outcome got = run(op, {x}, g, OpMode::kRegenerate);
+  // The same counter-based hash of the same seed on both devices: the same elements kept.
+  EXPECT_TRUE(torch::equal((got.y != 0).cpu(), on_cpu.y != 0));
+  expect_close(got.y.cpu(), on_cpu.y, 1e-6, "output against the CPU's");
+  const torch::Tensor noise = (got.y != 0).to(torch::kFloat).div_(1 - p);
+  EXPECT_TRUE(torch::equal(got.grads[0], g * noise)) << "backward redraws the forward's mask";
+  // A checkpoint's rerun without grad, after the generator is restored, draws alike.
+  torch::manual_seed(17);
+  torch::Tensor again;
+  {
+    OpModeScope scope(OpMode::kRegenerate);
+    torch::NoGradGuard no_grad;
+    again = ops::dropout(x, p, true);
+  }
+  EXPECT_TRUE(torch::equal(again, got.y));
+}
+
+struct BatchNormCuda {
+  torch::Tensor x, weight, bias, mean_mine, var_mine, mean_ref, var_ref;
+};
+
+BatchNormCuda batch_norm_case(const torch::TensorOptions& options, std::int64_t channels) {
+  const torch::Tensor mean = torch::zeros({channels}, options);
+  const torch::Tensor var = torch::ones({channels}, options);
+  return {torch::randn({8, channels, 12, 10}, options).mul(2).add(0.5).requires_grad_(),
+          torch::randn({channels}, options).add(1.5).requires_grad_(),
+          torch::randn({channels}, options).requires_grad_(),
+          mean.clone(),
+          var.clone(),
+          mean.clone(),
+          var.clone()};
+}
+
+TEST_F(OpsCudaTest, BatchNormAndBatchNormReluMatchTorchsCudaOps) {
+  for (bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "batch_norm_relu" : "batch_norm");
+    BatchNormCuda bn = batch_norm_case(f32(), 16);
+    const Op op = [&](const Inputs& in) {
+      auto f = fused ? ops::batch_norm_relu : ops::batch_norm;
+      return f(in[0], in[1], in[2], bn.mean_mine, bn.var_mine, true, 0.1, 1e-5);
+    };
+    const Op ref = [&](const Inputs& in) {
+      const torch::Tensor y =
+          torch::batch_norm(in[0], in[1], in[2], bn.mean_ref, bn.var_ref, true, 0.1, 1e-5, false);
+      return fused ? torch::relu(y) : y;
+    };
+    expect_matches(op, ref, {bn.x, bn.weight, bn.bias}, 1e-4);
+  }
+}
+
+TEST_F(OpsCudaTest, BatchNormRunningStatisticsMoveOnceACall) {
+  BatchNormCuda bn = batch_norm_case(f32(), 8);
+  {
+    OpModeScope scope(OpMode::kCompact);
+    ops::batch_norm(bn.x, bn.weight, bn.bias, bn.mean_mine, bn.var_mine, true, 0.1, 1e-5);
+  }
+  torch::batch_norm(bn.x, bn.weight, bn.bias, bn.mean_ref, bn.var_ref, true, 0.1, 1e-5, false);
+  expect_close(bn.mean_mine, bn.mean_ref, 1e-6, "running mean");
+  expect_close(bn.var_mine, bn.var_ref, 1e-6, "running variance");
+  EXPECT_GT(bn.mean_mine.abs().max().item<double>(), 0.0);
+}
+
+TEST_F(OpsCudaTest, BatchNormReluConvMatchesTorchsCudaOps) {
+  BatchNormCuda bn = batch_norm_case(f32(), 16);
+  const torch::Tensor conv_weight = torch::randn({24, 16, 3, 3}, f32()).mul(0.1).requires_grad_();
+  const Op op = [&](const Inputs& in) {
+    return ops::batch_norm_relu_conv2d(in[0], in[1], in[2], bn.mean_mine, bn.var_mine, true, 0.1,
+                                       1e-5, in[3], {}, {1, 1}, {1, 1}, {1, 1}, 1);
+  };
+  const Op ref = [&](const Inputs& in) {
+    const torch::Tensor y =
+        torch::batch_norm(in[0], in[1], in[2], bn.mean_ref, bn.var_ref, true, 0.1, 1e-5, false);
+    return torch::conv2d(torch::relu(y), in[3], {}, 1, 1);
+  };
+  // The convolution's own kernels on both sides (TF32 or not alike); the BatchNorm's x_hat is
+  // recovered from its fp32 output, which rounds once more.
+  expect_matches(op, ref, {bn.x, bn.weight, bn.bias, conv_weight}, 1e-4);
+}
+
+TEST_F(OpsCudaTest, MaxPoolMatchesTorchsCudaOp) {
+  struct Case {
+    std::vector<std::int64_t> kernel, stride, padding, dilation;
+    bool ceil_mode;
+  };
+  const Case cases[] = {
+      {{2, 2}, {2, 2}, {0, 0}, {1, 1}, false},  // the common one
+      {{3, 3}, {2, 2}, {1, 1}, {1, 1}, false},  // overlapping, padded (ResNet's stem)
+      {{2, 3}, {1, 2}, {0, 1}, {2, 1}, false},  // rectangular, dilated
+      {{4, 4}, {3, 3}, {2, 2}, {1, 1}, true},   // 16 positions, ceil mode
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("kernel " + std::to_string(c.kernel[0]) + "x" + std::to_string(c.kernel[1]));
+    const Op op = [&c](const Inputs& in) {
+      return ops::max_pool2d(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+    };
+    const Op ref = [&c](const Inputs& in) {
+      return torch::max_pool2d(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+    };
+    // Overlapping windows add several gradients into one input element, in an order of their
+    // own on each side: equal to fp32 rounding.
+    expect_matches(op, ref, {torch::randn({4, 16, 33, 30}, f32()).requires_grad_()}, 1e-6);
+    expect_matches(op, ref, {torch::randn({5, 19, 19}, f32()).requires_grad_()}, 1e-6);
+  }
+}
+
+TEST_F(OpsCudaTest, GeluAndSoftmaxAreTorchs) {
+  const torch::Tensor x = torch::randn({6, 40, 64}, f32()).requires_grad_();
+  const Op gelu = [](const Inputs& in) { return ops::gelu(in[0], "tanh"); };
+  const Op gelu_ref = [](const Inputs& in) { return torch::gelu(in[0], "tanh"); };
+  expect_matches(gelu, gelu_ref, {x}, 0.0);
+  const Op softmax = [](const Inputs& in) { return ops::softmax(in[0], -1); };
+  const Op softmax_ref = [](const Inputs& in) { return torch::softmax(in[0], -1); };
+  expect_matches(softmax, softmax_ref, {x}, 0.0);
+}
+
+TEST_F(OpsCudaTest, OtherDtypesOnCudaAreAClearError) {
+  const torch::Tensor x =
+      torch::randn({64}, torch::dtype(torch::kDouble).device(torch::kCUDA, 0)).requires_grad_();
+  OpModeScope scope(OpMode::kCompact);
+  try {
+    ops::relu(x);
+    ADD_FAILURE() << "a float64 CUDA tensor in the compact mode ran";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("OpMode::kDefault"), std::string::npos) << e.what();
+  }
+}
+
+// The bytes a node keeps, through monet's CUDA pool: a forward on a fresh input, then the input
+// and the output dropped (as kept_bytes_test.cc does on the CPU).
+std::int64_t kept_on_cuda(const std::function<torch::Tensor(const torch::Tensor&)>& op,
+                          const torch::Tensor& leaf, OpMode mode) {
+  auto in_use = [] { return static_cast<std::int64_t>(memory_stats(0).requested_bytes); };
+  const std::int64_t before = in_use();
+  std::shared_ptr<torch::autograd::Node> node;
+  {
+    OpModeScope scope(mode);
+    node = op(leaf * 1.0).grad_fn();
+  }
+  const std::int64_t kept = in_use() - before;
+  node.reset();
+  EXPECT_EQ(in_use(), before) << "the node freed all it kept";
+  return kept;
+}
+
+TEST_F(OpsCudaTest, VariantsKeepTheirCataloguedBytesOnCuda) {
+  try {
+    memory_stats(0);
+  } catch (const std::out_of_range&) {
+    GTEST_SKIP() << "monet's CUDA pool does not serve this LibTorch's CUDA tensors";
+  }
+  const torch::Tensor leaf = torch::randn({8, 16, 32, 32}, f32()).requires_grad_();
+  const double n = static_cast<double>(leaf.numel());
+  struct Row {
+    const char* name;
+    std::function<torch::Tensor(const torch::Tensor&)> op;
+    double torch_bytes, compact_bytes;  // per input element, fp32 (docs/kernels.md)
+  };
+  const Row rows[] = {
+      {"relu", [](const torch::Tensor& x) { return ops::relu(x); }, 4, 0.125},
+      {"dropout", [](const torch::Tensor& x) { return ops::dropout(x, 0.5, true); }, 4, 0.125},
+      {"max_pool2d",
+       [](const torch::Tensor& x) {
+         return ops::max_pool2d(x, {2, 2});
+       },
+       6, 0.125},
+  };
+  for (const Row& row : rows) {
+    // Allowance: the pool rounds each block to 512 bytes, and torch's dropout on CUDA keeps a
+    // byte mask, not fp32 noise: at most what the catalogue says, and the variant far less.
+    const double slack = 4096;
+    const auto plain = static_cast<double>(kept_on_cuda(row.op, leaf, OpMode::kDefault));
+    const auto compact = static_cast<double>(kept_on_cuda(row.op, leaf, OpMode::kCompact));
+    EXPECT_LE(plain, row.torch_bytes * n + slack) << row.name;
+    EXPECT_NEAR(compact, row.compact_bytes * n, slack) << row.name;
+    EXPECT_LT(compact * 4, plain) << row.name;
+  }
+  const auto regenerate = kept_on_cuda(
+      [](const torch::Tensor& x) { return ops::dropout(x, 0.5, true); }, leaf, OpMode::kRegenerate);
+  EXPECT_LE(regenerate, 4096) << "regenerated dropout keeps only its key";
+}
+
+}  // namespace
+}  // namespace monet
