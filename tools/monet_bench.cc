@@ -212,6 +212,12 @@ struct Cell {
   std::vector<double> round_overheads;  // each round's run against its own baselines
   double overhead_se = std::nan("");    // the standard error of their mean (two rounds or more)
   std::vector<std::vector<double>> baseline_runs;  // the baseline's: each round's runs, seconds
+  // monet's cells: the other strategy of the lowest measured overhead at this budget, and the
+  // mean and standard error of monet's overhead minus its, round by round (cells of one round
+  // run minutes apart at most, so the machine's slow drift cancels from the difference).
+  std::string rival;
+  double rival_difference = std::nan("");
+  double rival_difference_se = std::nan("");
   // simulate()'s times over the timed steps, of the plans that ran and of keeping every stage
   double planned_seconds = 0.0;
   double unconstrained_seconds = 0.0;
@@ -274,6 +280,11 @@ nlohmann::ordered_json to_json(const Cell& c) {
       {"rounds", c.rounds},
       {"overhead_se", number_or_null(c.overhead_se)},
       {"overhead_rounds", c.round_overheads},
+      {"against_best_other",
+       c.rival.empty() ? nlohmann::ordered_json(nullptr)
+                       : nlohmann::ordered_json{{"strategy", c.rival},
+                                                {"difference", number_or_null(c.rival_difference)},
+                                                {"se", number_or_null(c.rival_difference_se)}}},
       {"baseline_runs", c.baseline_runs},
       {"planned_overhead", number_or_null(c.planned_overhead())}};
 }
@@ -567,6 +578,10 @@ class Bench {
       c.overhead = c.seconds / c.baseline_seconds - 1.0;
       c.overhead_se = standard_error(c.round_overheads);
     }
+    for (std::size_t b = 0; b < flags_.budgets.size(); ++b) {
+      compare_with_best_other(cells.begin() + static_cast<std::ptrdiff_t>(b * strategies),
+                              cells.begin() + static_cast<std::ptrdiff_t>((b + 1) * strategies));
+    }
     baseline_ = summary;
     Cell baseline;
     baseline.model = w.name();
@@ -637,6 +652,34 @@ class Bench {
                                     : part.predictor_error_max;
       total.predicted_steps = n;
     }
+  }
+
+  // Sets, on monet's cell among one budget's [first, last), its difference from the other
+  // feasible strategy of the lowest measured overhead, paired round by round.
+  static void compare_with_best_other(std::vector<Cell>::iterator first,
+                                      std::vector<Cell>::iterator last) {
+    const auto monet =
+        std::find_if(first, last, [](const Cell& c) { return c.strategy == "monet"; });
+    if (monet == last || !monet->feasible) return;
+    const Cell* rival = nullptr;
+    for (auto c = first; c != last; ++c) {
+      if (c != monet && c->feasible && (rival == nullptr || c->overhead < rival->overhead)) {
+        rival = &*c;
+      }
+    }
+    if (rival == nullptr || rival->round_overheads.size() != monet->round_overheads.size() ||
+        monet->round_overheads.size() < 2) {
+      return;
+    }
+    std::vector<double> differences;
+    for (std::size_t r = 0; r < monet->round_overheads.size(); ++r) {
+      differences.push_back(monet->round_overheads[r] - rival->round_overheads[r]);
+    }
+    double mean = 0.0;
+    for (const double d : differences) mean += d / static_cast<double>(differences.size());
+    monet->rival = rival->strategy;
+    monet->rival_difference = mean;
+    monet->rival_difference_se = standard_error(differences);
   }
 
   // The standard error of the mean of `values` (NaN for fewer than two).
@@ -766,6 +809,10 @@ class Bench {
         if (monet != nullptr && fixed != nullptr && monet->feasible) {
           line += fixed->feasible ? fmt::format("; static {}", percent(fixed->overhead))
                                   : "; static infeasible";
+        }
+        if (monet != nullptr && !monet->rival.empty()) {
+          line += fmt::format("; monet - {} by round: {:+.1f} +- {:.1f} points", monet->rival,
+                              100.0 * monet->rival_difference, 100.0 * monet->rival_difference_se);
         }
         if (best_planned != nullptr) {
           line += fmt::format("; planned: lowest {} ({})", best_planned->strategy,
