@@ -5,6 +5,7 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <array>
 #include <tuple>
 #include <vector>
 
@@ -65,24 +66,35 @@ void save_weak_channels(AutogradContext* ctx, const KeptBatchNorm& kept) {
 }
 
 // The gradients of the BatchNorm's input, weight and bias from `g`, the gradient of its output
-// y, recovering x_hat = (y - bias) / weight (the weak channels' from their kept input). torch's
-// own fused backward kernel then computes them, handed x_hat as its input with mean 0 and invstd
-// 1 and weight * invstd as its weight: grad_x = weight invstd (g - mean(g) - x_hat mean(g x_hat)),
-// grad_weight = sum(g x_hat), grad_bias = sum(g), as for the input the BatchNorm saw.
+// y, by torch's own fused backward kernel, which computes, from an input z and per-channel
+// save_mean m, save_invstd s and weight a:
+//   x_hat = (z - m) s, grad_x = a s (g - mean(g) - x_hat mean(g x_hat)),
+//   grad_weight = sum(g x_hat), grad_bias = sum(g).
+// The BatchNorm saw x_hat = (y - bias) / weight and needs grad_x = weight invstd (...): so z = y,
+// m = bias, s = 1 / weight and a = weight^2 invstd, which recovers x_hat inside the kernel's own
+// pass, with no tensor of it. Where some channels' weights are too small to invert (`weak`),
+// x_hat is built instead, from y and those channels' kept input slices, and handed over with
+// m = 0, s = 1 and a = weight invstd.
 variable_list backward_from_output(AutogradContext* ctx, const at::Tensor& g, const at::Tensor& y,
                                    const at::Tensor& weight, const at::Tensor& bias,
                                    const at::Tensor& mean, const at::Tensor& invstd) {
-  const std::vector<std::int64_t> view = channel_view(y);
-  at::Tensor x_hat;
-  if (weight.defined()) {
-    // One pass: x_hat = y * (1 / weight) - bias / weight.
-    const at::Tensor inverse = weight.reciprocal();
-    x_hat = bias.defined() ? at::addcmul((-bias * inverse).view(view), y, inverse.view(view))
-                           : y * inverse.view(view);
+  const std::array<bool, 3> wanted{true, weight.defined(), bias.defined()};
+  at::Tensor grad_x, grad_weight, grad_bias;
+  if (ctx->saved_data.count("weak") == 0) {
+    const at::Tensor shift = bias.defined() ? bias : at::zeros_like(invstd);
+    const at::Tensor inverse = weight.defined() ? weight.reciprocal() : at::ones_like(invstd);
+    const at::Tensor scale = weight.defined() ? invstd * weight * weight : invstd;
+    std::tie(grad_x, grad_weight, grad_bias) = at::native_batch_norm_backward(
+        g, y, scale, /*running_mean=*/c10::nullopt, /*running_var=*/c10::nullopt,
+        /*save_mean=*/shift, /*save_invstd=*/inverse, /*train=*/true,
+        /*eps (unused in training)=*/0.0, wanted);
   } else {
-    x_hat = bias.defined() ? y - bias.view(view) : y;
-  }
-  if (ctx->saved_data.count("weak")) {
+    // Weak channels exist only where there is a weight.
+    const std::vector<std::int64_t> view = channel_view(y);
+    const at::Tensor inverse = weight.reciprocal();
+    at::Tensor x_hat = bias.defined()
+                           ? at::addcmul((-bias * inverse).view(view), y, inverse.view(view))
+                           : y * inverse.view(view);
     const at::Tensor weak = ctx->saved_data["weak"].toTensor();
     const at::Tensor weak_input = ctx->saved_data["weak_input"].toTensor();
     std::vector<std::int64_t> weak_view = view;
@@ -90,12 +102,11 @@ variable_list backward_from_output(AutogradContext* ctx, const at::Tensor& g, co
     x_hat = x_hat.index_copy(1, weak,
                              (weak_input - mean.index_select(0, weak).view(weak_view)) *
                                  invstd.index_select(0, weak).view(weak_view));
+    std::tie(grad_x, grad_weight, grad_bias) = at::native_batch_norm_backward(
+        g, x_hat, invstd * weight, /*running_mean=*/c10::nullopt, /*running_var=*/c10::nullopt,
+        /*save_mean=*/at::zeros_like(invstd), /*save_invstd=*/at::ones_like(invstd),
+        /*train=*/true, /*eps (unused in training)=*/0.0, wanted);
   }
-  const at::Tensor scale = weight.defined() ? invstd * weight : invstd;
-  auto [grad_x, grad_weight, grad_bias] = at::native_batch_norm_backward(
-      g, x_hat, scale, /*running_mean=*/c10::nullopt, /*running_var=*/c10::nullopt,
-      /*save_mean=*/at::zeros_like(invstd), /*save_invstd=*/at::ones_like(invstd),
-      /*train=*/true, /*eps (unused in training)=*/0.0, {true, weight.defined(), bias.defined()});
   return {grad_x, weight.defined() ? grad_weight : at::Tensor(),
           bias.defined() ? grad_bias : at::Tensor()};
 }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 
+#include "allocator/device_pools.h"
 #include "kernels/catalogue.h"
 #include "monet/allocator.h"
 #include "monet/op_mode.h"
@@ -168,6 +169,60 @@ TEST_F(KeptBytesTest, BatchNormWeakChannelsKeepTheirInputSlice) {
       OpMode::kCompact);
   const std::int64_t slice = static_cast<std::int64_t>(x.nbytes()) / 16;
   EXPECT_NEAR(static_cast<double>(k.beyond_output), static_cast<double>(slice), 2 * 16 * 4 + 8);
+}
+
+// The bytes a backward allocates beyond what was held when it began: its transient peak.
+std::int64_t backward_peak(const UnaryOp& op, const torch::Tensor& leaf,
+                           const std::vector<torch::Tensor>& parameters, OpMode mode) {
+  torch::Tensor y;
+  {
+    OpModeScope scope(mode);
+    y = op(leaf * 1.0);
+  }
+  const torch::Tensor g = torch::randn_like(y);
+  for (torch::Tensor t : parameters) t.mutable_grad() = torch::Tensor();
+  const std::int64_t before = in_use();
+  pools::cpu().reset_peaks();
+  torch::autograd::grad({y}, parameters, {g});
+  return static_cast<std::int64_t>(memory_stats(kCpu).peak_requested_bytes) - before;
+}
+
+TEST_F(KeptBytesTest, BatchNormVariantsBackwardAllocateNoMoreThanTorchs) {
+  // x_hat is recovered inside torch's backward kernel (save_mean = bias, save_invstd = 1 /
+  // weight), not as a tensor of its own: the variants' backward holds what torch's holds, the
+  // gradients, and per-channel vectors.
+  const torch::Tensor x = activations();
+  torch::Tensor w = torch::rand({16}).add(0.5).requires_grad_();
+  torch::Tensor b = torch::randn({16}).requires_grad_();
+  torch::Tensor conv_weight = torch::randn({16, 16, 3, 3}).mul(0.1).requires_grad_();
+  const std::int64_t vectors = 16 * 16 * 4;
+  const UnaryOp ops_under_test[] = {
+      [&](const torch::Tensor& t) { return ops::batch_norm(t, w, b, {}, {}, true, 0.1, 1e-5); },
+      [&](const torch::Tensor& t) {
+        return ops::batch_norm_relu(t, w, b, {}, {}, true, 0.1, 1e-5);
+      },
+      [&](const torch::Tensor& t) {
+        return ops::batch_norm_relu_conv2d(t, w, b, {}, {}, true, 0.1, 1e-5, conv_weight, {},
+                                           {1, 1}, {1, 1}, {1, 1}, 1);
+      },
+  };
+  const char* names[] = {"batch_norm", "batch_norm_relu", "batch_norm_relu_conv2d"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    std::vector<torch::Tensor> parameters{x, w, b};
+    if (i == 2) parameters.push_back(conv_weight);
+    const std::int64_t plain = backward_peak(ops_under_test[i], x, parameters, OpMode::kDefault);
+    for (OpMode mode : {OpMode::kCompact, OpMode::kRegenerate}) {
+      const std::int64_t variant = backward_peak(ops_under_test[i], x, parameters, mode);
+      if (std::getenv("MONET_TEST_VERBOSE") != nullptr) {
+        std::printf("%-24s %-10s backward peak %10lld B (torch's %lld B)\n", names[i],
+                    std::string(op_mode_name(mode)).c_str(), static_cast<long long>(variant),
+                    static_cast<long long>(plain));
+      }
+      // The fused convolution recomputes relu(y), one tensor, which torch's has kept instead.
+      const std::int64_t recomputed = i == 2 ? static_cast<std::int64_t>(x.nbytes()) : 0;
+      EXPECT_LE(variant, plain + recomputed + vectors) << names[i] << " " << op_mode_name(mode);
+    }
+  }
 }
 
 TEST_F(KeptBytesTest, MaxPoolKeepsHalfAByteAnOutput) {
