@@ -4,11 +4,13 @@
 
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "monet/op_mode.h"
+#include "monet/ops.h"
 
 namespace monet::op_check {
 
@@ -44,6 +46,34 @@ inline Outcome run(const Op& op, const Inputs& inputs, const torch::Tensor& grad
 
 inline double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).abs().max().item<double>();
+}
+
+// A max pooling's window, and the windows both devices' tests run.
+struct PoolCase {
+  std::vector<std::int64_t> kernel, stride, padding, dilation;
+  bool ceil_mode;
+};
+
+inline const std::vector<PoolCase>& pool_cases() {
+  static const std::vector<PoolCase> cases = {
+      {{2, 2}, {2, 2}, {0, 0}, {1, 1}, false},  // the common one
+      {{3, 3}, {2, 2}, {1, 1}, {1, 1}, false},  // overlapping, padded (ResNet's stem)
+      {{2, 3}, {1, 2}, {0, 1}, {2, 1}, false},  // rectangular, dilated
+      {{4, 4}, {3, 3}, {2, 2}, {1, 1}, true},   // 16 positions, ceil mode
+  };
+  return cases;
+}
+
+// monet's max_pool2d with `c`'s window, and torch's.
+inline Op max_pool_op(const PoolCase& c) {
+  return [c](const Inputs& in) {
+    return ops::max_pool2d(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+  };
+}
+inline Op max_pool_reference(const PoolCase& c) {
+  return [c](const Inputs& in) {
+    return torch::max_pool2d(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+  };
 }
 
 }  // namespace monet::op_check

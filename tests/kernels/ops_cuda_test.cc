@@ -24,8 +24,12 @@ namespace {
 using op_check::Inputs;
 using op_check::kVariants;
 using op_check::max_diff;
+using op_check::max_pool_op;
+using op_check::max_pool_reference;
 using op_check::Op;
 using op_check::Outcome;
+using op_check::pool_cases;
+using op_check::PoolCase;
 using op_check::run;
 
 // fp32 agreement: |a - b| within `relative` of b's largest magnitude (at least 1).
@@ -194,24 +198,10 @@ TEST_F(OpsCudaTest, BatchNormReluConvMatchesTorchsCudaOps) {
 }
 
 TEST_F(OpsCudaTest, MaxPoolMatchesTorchsCudaOp) {
-  struct Case {
-    std::vector<std::int64_t> kernel, stride, padding, dilation;
-    bool ceil_mode;
-  };
-  const Case cases[] = {
-      {{2, 2}, {2, 2}, {0, 0}, {1, 1}, false},  // the common one
-      {{3, 3}, {2, 2}, {1, 1}, {1, 1}, false},  // overlapping, padded (ResNet's stem)
-      {{2, 3}, {1, 2}, {0, 1}, {2, 1}, false},  // rectangular, dilated
-      {{4, 4}, {3, 3}, {2, 2}, {1, 1}, true},   // 16 positions, ceil mode
-  };
-  for (const Case& c : cases) {
+  for (const PoolCase& c : pool_cases()) {
     SCOPED_TRACE("kernel " + std::to_string(c.kernel[0]) + "x" + std::to_string(c.kernel[1]));
-    const Op op = [&c](const Inputs& in) {
-      return ops::max_pool2d(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
-    };
-    const Op ref = [&c](const Inputs& in) {
-      return torch::max_pool2d(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
-    };
+    const Op op = max_pool_op(c);
+    const Op ref = max_pool_reference(c);
     // Overlapping windows add several gradients into one input element, in an order of their
     // own on each side: equal to fp32 rounding.
     expect_matches(op, ref, {torch::randn({4, 16, 33, 30}, f32()).requires_grad_()}, 1e-6);

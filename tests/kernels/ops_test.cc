@@ -20,8 +20,12 @@ namespace {
 using op_check::Inputs;
 using op_check::kVariants;
 using op_check::max_diff;
+using op_check::max_pool_op;
+using op_check::max_pool_reference;
 using op_check::Op;
 using op_check::Outcome;
+using op_check::pool_cases;
+using op_check::PoolCase;
 using op_check::run;
 
 // Forward and gradients of `op` in every variant mode against `reference` (the plain torch op).
@@ -379,25 +383,10 @@ TEST(OpsTest, BatchNormInEvalIsThePlainOp) {
 
 // --- max_pool2d ---
 
-struct PoolCase {
-  std::vector<std::int64_t> kernel, stride, padding, dilation;
-  bool ceil_mode;
-};
-
 TEST(OpsTest, MaxPoolMatchesTorch) {
-  const PoolCase cases[] = {
-      {{2, 2}, {2, 2}, {0, 0}, {1, 1}, false},  // the common one
-      {{3, 3}, {2, 2}, {1, 1}, {1, 1}, false},  // overlapping, padded (ResNet's stem)
-      {{2, 3}, {1, 2}, {0, 1}, {2, 1}, false},  // rectangular, dilated
-      {{4, 4}, {3, 3}, {2, 2}, {1, 1}, true},   // 16 positions, ceil mode
-  };
-  for (const PoolCase& c : cases) {
-    const Op op = [&c](const Inputs& in) {
-      return ops::max_pool2d(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
-    };
-    const Op ref = [&c](const Inputs& in) {
-      return torch::max_pool2d(in[0], c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
-    };
+  for (const PoolCase& c : pool_cases()) {
+    const Op op = max_pool_op(c);
+    const Op ref = max_pool_reference(c);
     expect_matches(op, ref, {torch::randn({2, 3, 11, 10}, f64()).requires_grad_()}, 1e-10);
     expect_matches(op, ref, {torch::randn({3, 9, 9}, f64()).requires_grad_()}, 1e-10);
     for (OpMode mode : kVariants) {
