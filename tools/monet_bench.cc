@@ -215,6 +215,9 @@ struct Cell {
   // monet's cells: the other strategy of the lowest measured overhead at this budget, and the
   // mean and standard error of monet's overhead minus its, round by round (cells of one round
   // run minutes apart at most, so the machine's slow drift cancels from the difference).
+  // The plan each shape last ran, one letter a stage (StepReport::plan: K kept, C checkpointed,
+  // S a new segment right after another; lower case a lean variant).
+  std::map<std::string, std::string> plans_by_shape;
   std::string rival;
   double rival_difference = std::nan("");
   double rival_difference_se = std::nan("");
@@ -280,6 +283,7 @@ nlohmann::ordered_json to_json(const Cell& c) {
       {"rounds", c.rounds},
       {"overhead_se", number_or_null(c.overhead_se)},
       {"overhead_rounds", c.round_overheads},
+      {"plans_by_shape", c.plans_by_shape},
       {"against_best_other",
        c.rival.empty() ? nlohmann::ordered_json(nullptr)
                        : nlohmann::ordered_json{{"strategy", c.rival},
@@ -442,6 +446,7 @@ class Bench {
                        double) {
       c.iterations = i - chunk.first + 1;
       c.planned_seconds += r.planned_seconds;
+      if (!r.plan.empty()) c.plans_by_shape[w.shape_of(b)] = r.plan;
       c.unconstrained_seconds += r.unconstrained_seconds;
       if (r.predicted_peak_bytes > 0 && r.measured_peak_bytes > 0 && strategy != "static") {
         const double e = std::abs(static_cast<double>(r.predicted_peak_bytes) -
@@ -626,6 +631,7 @@ class Bench {
     total.baseline_seconds += part.baseline_seconds;
     total.round_overheads.push_back(part.seconds / part.baseline_seconds - 1.0);
     total.planned_seconds += part.planned_seconds;
+    for (const auto& [shape, plan] : part.plans_by_shape) total.plans_by_shape[shape] = plan;
     total.unconstrained_seconds += part.unconstrained_seconds;
     total.peak_bytes = std::max(total.peak_bytes, part.peak_bytes);
     total.peak_in_use_bytes = std::max(total.peak_in_use_bytes, part.peak_in_use_bytes);
