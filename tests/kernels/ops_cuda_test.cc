@@ -21,16 +21,7 @@
 namespace monet {
 namespace {
 
-using op_check::Inputs;
-using op_check::kVariants;
-using op_check::max_diff;
-using op_check::max_pool_op;
-using op_check::max_pool_reference;
-using op_check::Op;
-using op_check::Outcome;
-using op_check::pool_cases;
-using op_check::PoolCase;
-using op_check::run;
+using namespace op_check;  // the helpers both devices' op tests share
 
 // fp32 agreement: |a - b| within `relative` of b's largest magnitude (at least 1).
 void expect_close(const torch::Tensor& got, const torch::Tensor& want, double relative,

@@ -17,16 +17,7 @@
 namespace monet {
 namespace {
 
-using op_check::Inputs;
-using op_check::kVariants;
-using op_check::max_diff;
-using op_check::max_pool_op;
-using op_check::max_pool_reference;
-using op_check::Op;
-using op_check::Outcome;
-using op_check::pool_cases;
-using op_check::PoolCase;
-using op_check::run;
+using namespace op_check;  // the helpers both devices' op tests share
 
 // Forward and gradients of `op` in every variant mode against `reference` (the plain torch op).
 void expect_matches(const Op& op, const Op& reference, const Inputs& inputs, double tolerance) {
