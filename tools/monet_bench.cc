@@ -283,14 +283,14 @@ nlohmann::ordered_json to_json(const Cell& c) {
       {"rounds", c.rounds},
       {"overhead_se", number_or_null(c.overhead_se)},
       {"overhead_rounds", c.round_overheads},
-      {"plans_by_shape", c.plans_by_shape},
       {"against_best_other",
        c.rival.empty() ? nlohmann::ordered_json(nullptr)
                        : nlohmann::ordered_json{{"strategy", c.rival},
                                                 {"difference", number_or_null(c.rival_difference)},
                                                 {"se", number_or_null(c.rival_difference_se)}}},
       {"baseline_runs", c.baseline_runs},
-      {"planned_overhead", number_or_null(c.planned_overhead())}};
+      {"planned_overhead", number_or_null(c.planned_overhead())},
+      {"plans_by_shape", c.plans_by_shape}};
 }
 
 // The memory of the training pool sampled from a thread while a run trains.
