@@ -364,10 +364,15 @@ class Bench {
       for (const Cell& c : cells) all.push_back(to_json(c));
       panels.push_back(panel(*w, cells, false));
       planned_panels.push_back(panel(*w, cells, true));
-      if (!flags_.json) print_table(*w, cells);
       results_.insert(results_.end(), cells.begin(), cells.end());
+      // Each workload's results as soon as they exist: a run stopped at a time bound (the GPU
+      // checks' device calls) keeps the workloads it finished.
+      write(flags_.out + "/results.json", all.dump(2) + "\n");
+      if (!flags_.json) {
+        print_table(*w, cells);
+        std::fflush(stdout);
+      }
     }
-    write(flags_.out + "/results.json", all.dump(2) + "\n");
     write(flags_.out + "/overhead.svg", monet::report::line_chart_svg(panels));
     write(flags_.out + "/planned.svg", monet::report::line_chart_svg(planned_panels));
     record_timeline();
