@@ -15,38 +15,15 @@
 #include "monet/allocator.h"
 #include "monet/op_mode.h"
 #include "monet/ops.h"
+#include "op_check.h"
 
 namespace monet {
 namespace {
 
-using UnaryOp = std::function<torch::Tensor(const torch::Tensor&)>;
-
-std::int64_t in_use() { return static_cast<std::int64_t>(memory_stats(kCpu).requested_bytes); }
-
-struct Kept {
-  std::int64_t bytes;          // held by the node with neither input nor output held
-  std::int64_t beyond_output;  // held beyond the output while the output is held
-};
-
-Kept kept_by(const UnaryOp& op, const torch::Tensor& leaf, OpMode mode) {
-  const std::int64_t before = in_use();
-  std::shared_ptr<torch::autograd::Node> node;
-  Kept kept{};
-  {
-    torch::Tensor y;
-    {
-      OpModeScope scope(mode);
-      // x * 1 is a fresh tensor that only this op's node may hold (MulBackward keeps a scalar).
-      y = op(leaf * 1.0);
-    }
-    node = y.grad_fn();
-    kept.beyond_output = in_use() - before - static_cast<std::int64_t>(y.nbytes());
-  }
-  kept.bytes = in_use() - before;
-  node.reset();
-  EXPECT_EQ(in_use(), before) << "the node freed all it kept";
-  return kept;
-}
+using op_check::in_use;
+using op_check::Kept;
+using op_check::kept_by;
+using op_check::UnaryOp;
 
 class KeptBytesTest : public ::testing::Test {
  protected:

@@ -2,13 +2,16 @@
 // kernel tests on CPU (ops_test.cc) and CUDA (ops_cuda_test.cc).
 #pragma once
 
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "monet/allocator.h"
 #include "monet/op_mode.h"
 #include "monet/ops.h"
 
@@ -46,6 +49,42 @@ inline Outcome run(const Op& op, const Inputs& inputs, const torch::Tensor& grad
 
 inline double max_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).abs().max().item<double>();
+}
+
+// The bytes of tensors in use in monet's pool of `device` (kCpu or a CUDA index).
+inline std::int64_t in_use(int device = kCpu) {
+  return static_cast<std::int64_t>(memory_stats(device).requested_bytes);
+}
+
+using UnaryOp = std::function<torch::Tensor(const torch::Tensor&)>;
+
+// What an op's autograd node keeps for backward, through monet's pool of `leaf`'s device.
+struct Kept {
+  std::int64_t bytes;          // held by the node with neither input nor output held
+  std::int64_t beyond_output;  // held beyond the output while the output is held
+};
+
+// Runs `op` in `mode` on a fresh copy of `leaf`, then drops the input and the output and holds
+// only the node: what stays in use is what the op keeps. Expects the node to free it all.
+inline Kept kept_by(const UnaryOp& op, const torch::Tensor& leaf, OpMode mode) {
+  const int device = leaf.is_cuda() ? leaf.get_device() : kCpu;
+  const std::int64_t before = in_use(device);
+  std::shared_ptr<torch::autograd::Node> node;
+  Kept kept{};
+  {
+    torch::Tensor y;
+    {
+      OpModeScope scope(mode);
+      // x * 1 is a fresh tensor that only this op's node may hold (MulBackward keeps a scalar).
+      y = op(leaf * 1.0);
+    }
+    node = y.grad_fn();
+    kept.beyond_output = in_use(device) - before - static_cast<std::int64_t>(y.nbytes());
+  }
+  kept.bytes = in_use(device) - before;
+  node.reset();
+  EXPECT_EQ(in_use(device), before) << "the node freed all it kept";
+  return kept;
 }
 
 // A max pooling's window, and the windows both devices' tests run.

@@ -222,23 +222,6 @@ TEST_F(OpsCudaTest, OtherDtypesOnCudaAreAClearError) {
   }
 }
 
-// The bytes a node keeps, through monet's CUDA pool: a forward on a fresh input, then the input
-// and the output dropped (as kept_bytes_test.cc does on the CPU).
-std::int64_t kept_on_cuda(const std::function<torch::Tensor(const torch::Tensor&)>& op,
-                          const torch::Tensor& leaf, OpMode mode) {
-  auto in_use = [] { return static_cast<std::int64_t>(memory_stats(0).requested_bytes); };
-  const std::int64_t before = in_use();
-  std::shared_ptr<torch::autograd::Node> node;
-  {
-    OpModeScope scope(mode);
-    node = op(leaf * 1.0).grad_fn();
-  }
-  const std::int64_t kept = in_use() - before;
-  node.reset();
-  EXPECT_EQ(in_use(), before) << "the node freed all it kept";
-  return kept;
-}
-
 TEST_F(OpsCudaTest, VariantsKeepTheirCataloguedBytesOnCuda) {
   try {
     memory_stats(0);
@@ -249,7 +232,7 @@ TEST_F(OpsCudaTest, VariantsKeepTheirCataloguedBytesOnCuda) {
   const double n = static_cast<double>(leaf.numel());
   struct Row {
     const char* name;
-    std::function<torch::Tensor(const torch::Tensor&)> op;
+    UnaryOp op;
     double torch_bytes, compact_bytes;  // per input element, fp32 (docs/kernels.md)
   };
   const Row rows[] = {
@@ -265,14 +248,16 @@ TEST_F(OpsCudaTest, VariantsKeepTheirCataloguedBytesOnCuda) {
     // Allowance: the pool rounds each block to 512 bytes, and torch's dropout on CUDA keeps a
     // byte mask, not fp32 noise: at most what the catalogue says, and the variant far less.
     const double slack = 4096;
-    const auto plain = static_cast<double>(kept_on_cuda(row.op, leaf, OpMode::kDefault));
-    const auto compact = static_cast<double>(kept_on_cuda(row.op, leaf, OpMode::kCompact));
+    const auto plain = static_cast<double>(kept_by(row.op, leaf, OpMode::kDefault).bytes);
+    const auto compact = static_cast<double>(kept_by(row.op, leaf, OpMode::kCompact).bytes);
     EXPECT_LE(plain, row.torch_bytes * n + slack) << row.name;
     EXPECT_NEAR(compact, row.compact_bytes * n, slack) << row.name;
     EXPECT_LT(compact * 4, plain) << row.name;
   }
-  const auto regenerate = kept_on_cuda(
-      [](const torch::Tensor& x) { return ops::dropout(x, 0.5, true); }, leaf, OpMode::kRegenerate);
+  const std::int64_t regenerate =
+      kept_by([](const torch::Tensor& x) { return ops::dropout(x, 0.5, true); }, leaf,
+              OpMode::kRegenerate)
+          .bytes;
   EXPECT_LE(regenerate, 4096) << "regenerated dropout keeps only its key";
 }
 
