@@ -326,26 +326,40 @@ class Sampler {
   monet::report::Timeline timeline_;
 };
 
-// The baseline runs of a workload, round by round.
+// The baseline runs of a workload, round by round, seconds.
 struct Baselines {
-  double seconds = 0.0;  // the sum over rounds of each round's mean
-  double spread = 0.0;   // the largest (slowest - fastest) / mean within a round
-  int runs = 0;
-  std::vector<std::vector<double>> rounds;  // each round's runs, seconds
+  std::vector<std::vector<double>> rounds;
 
   void add(const std::vector<Cell>& round) {
     rounds.emplace_back();
     for (const Cell& b : round) rounds.back().push_back(b.seconds);
-    double sum = 0.0, low = round.front().seconds, high = low;
-    for (const Cell& b : round) {
-      sum += b.seconds;
-      low = std::min(low, b.seconds);
-      high = std::max(high, b.seconds);
+  }
+  // The sum over rounds of each round's mean.
+  double seconds() const {
+    double total = 0.0;
+    for (const std::vector<double>& r : rounds) total += mean(r);
+    return total;
+  }
+  // The largest (slowest - fastest) / mean within a round.
+  double spread() const {
+    double widest = 0.0;
+    for (const std::vector<double>& r : rounds) {
+      const auto [low, high] = std::minmax_element(r.begin(), r.end());
+      widest = std::max(widest, (*high - *low) / mean(r));
     }
-    const double mean = sum / static_cast<double>(round.size());
-    seconds += mean;
-    spread = std::max(spread, (high - low) / mean);
-    runs += static_cast<int>(round.size());
+    return widest;
+  }
+  int runs() const {
+    std::size_t n = 0;
+    for (const std::vector<double>& r : rounds) n += r.size();
+    return static_cast<int>(n);
+  }
+
+ private:
+  static double mean(const std::vector<double>& r) {
+    double sum = 0.0;
+    for (const double v : r) sum += v;
+    return sum / static_cast<double>(r.size());
   }
 };
 
@@ -599,8 +613,8 @@ class Bench {
     baseline.warm = flags_.warm;
     baseline.iterations = steps;
     baseline.rounds = rounds;
-    baseline.seconds = summary.seconds;
-    baseline.baseline_seconds = summary.seconds;
+    baseline.seconds = summary.seconds();
+    baseline.baseline_seconds = baseline.seconds;
     baseline.overhead = 0.0;
     baseline.baseline_runs = summary.rounds;
     cells.insert(cells.begin(), baseline);
@@ -740,8 +754,8 @@ class Bench {
         "apart at most%s)%s\n",
         w.name().c_str(), steps_for(w),
         rounds > 1 ? fmt::format(" in {} rounds", rounds).c_str() : "",
-        monet::format_bytes(peak_).c_str(), largest_.c_str(), baseline_.seconds, baseline_.runs,
-        100.0 * baseline_.spread, rounds > 1 ? " within a round" : "",
+        monet::format_bytes(peak_).c_str(), largest_.c_str(), baseline_.seconds(), baseline_.runs(),
+        100.0 * baseline_.spread(), rounds > 1 ? " within a round" : "",
         flags_.warm ? "; every cell from the warm-up's predictor" : "");
     std::printf("  %-7s %-9s %-7s %9s %6s %8s %11s %7s %6s %8s %6s %8s %9s\n", "budget", "",
                 "strategy", "overhead", "+-", "planned", "peak/budget", "retries", "plans",
