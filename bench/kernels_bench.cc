@@ -1,6 +1,7 @@
 // Forward + backward time of each operator variant against the plain torch op (mode 0), on an
-// activation of 8 x 64 x 32 x 32 fp32 (8 MiB), on the CPU or on MONET_BENCH_DEVICE (e.g. cuda:0,
-// in a build against a CUDA LibTorch). docs/kernels.md has the figures and the machine.
+// activation of 8 x 64 x 32 x 32 fp32 (8 MiB) or MONET_BENCH_SHAPE (NxCxHxW, e.g. 8x16x24x24, a
+// block of the CPU CNN), on the CPU or on MONET_BENCH_DEVICE (e.g. cuda:0, in a build against a
+// CUDA LibTorch). docs/kernels.md has the figures and the machine.
 //   build/kernels/kernels_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 #include <torch/cuda.h>
@@ -8,6 +9,8 @@
 
 #include <cstdlib>
 #include <functional>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,30 @@ torch::Device bench_device() {
   return torch::Device(name != nullptr ? name : "cpu");
 }
 
+// The activation's sizes: MONET_BENCH_SHAPE as NxCxHxW, else 8x64x32x32.
+const std::vector<std::int64_t>& bench_shape() {
+  static const std::vector<std::int64_t> shape = [] {
+    const char* text = std::getenv("MONET_BENCH_SHAPE");
+    if (text == nullptr) return std::vector<std::int64_t>{8, 64, 32, 32};
+    std::vector<std::int64_t> sizes;
+    std::istringstream in(text);
+    std::string part;
+    while (std::getline(in, part, 'x')) {
+      const long long v = std::atoll(part.c_str());
+      if (v <= 0) break;
+      sizes.push_back(v);
+    }
+    if (sizes.size() != 4) {
+      throw std::invalid_argument("MONET_BENCH_SHAPE='" + std::string(text) +
+                                  "': give four positive sizes as NxCxHxW, e.g. 8x16x24x24");
+    }
+    return sizes;
+  }();
+  return shape;
+}
+
+std::int64_t bench_channels() { return bench_shape()[1]; }
+
 using UnaryOp = std::function<torch::Tensor(const torch::Tensor&)>;
 
 struct Case {
@@ -30,8 +57,9 @@ struct Case {
 
 const std::vector<Case>& cases() {
   static const auto* weight =
-      new torch::Tensor(torch::rand({64}, bench_device()).add(0.5).requires_grad_());
-  static const auto* bias = new torch::Tensor(torch::randn({64}, bench_device()).requires_grad_());
+      new torch::Tensor(torch::rand({bench_channels()}, bench_device()).add(0.5).requires_grad_());
+  static const auto* bias =
+      new torch::Tensor(torch::randn({bench_channels()}, bench_device()).requires_grad_());
   static const std::vector<Case> all = {
       {"relu", [](const torch::Tensor& x) { return monet::ops::relu(x); }},
       {"dropout", [](const torch::Tensor& x) { return monet::ops::dropout(x, 0.1, true); }},
@@ -45,11 +73,28 @@ const std::vector<Case>& cases() {
        }},
       {"batch_norm_relu_conv2d",
        [](const torch::Tensor& x) {
-         // A basic block's second convolution, 64 -> 64 channels, 3x3.
+         // A basic block's second convolution, C -> C channels, 3x3.
          static const auto* conv_weight = new torch::Tensor(
-             torch::randn({64, 64, 3, 3}, bench_device()).mul(0.05).requires_grad_());
+             torch::randn({bench_channels(), bench_channels(), 3, 3}, bench_device())
+                 .mul(0.05)
+                 .requires_grad_());
          return monet::ops::batch_norm_relu_conv2d(x, *weight, *bias, {}, {}, true, 0.1, 1e-5,
                                                    *conv_weight, {}, {1, 1}, {1, 1}, {1, 1}, 1);
+       }},
+      {"basic_block",
+       [](const torch::Tensor& x) {
+         // A ResNet basic block as the CNN workload builds it: conv, the fused BatchNorm-ReLU-conv,
+         // BatchNorm, the shortcut's add and a ReLU; every op but the first conv in the mode.
+         static const auto* conv1 = new torch::Tensor(
+             torch::randn({bench_channels(), bench_channels(), 3, 3}, bench_device())
+                 .mul(0.05)
+                 .requires_grad_());
+         static const auto* conv2 = new torch::Tensor(conv1->detach().clone().requires_grad_());
+         const torch::Tensor a = torch::conv2d(x, *conv1, {}, 1, 1);
+         const torch::Tensor c = monet::ops::batch_norm_relu_conv2d(
+             a, *weight, *bias, {}, {}, true, 0.1, 1e-5, *conv2, {}, {1, 1}, {1, 1}, {1, 1}, 1);
+         const torch::Tensor d = monet::ops::batch_norm(c, *weight, *bias, {}, {}, true, 0.1, 1e-5);
+         return monet::ops::relu(d + x);
        }},
       {"max_pool2d",
        [](const torch::Tensor& x) {
@@ -65,7 +110,7 @@ void BM_Variant(benchmark::State& state) {
   const Case& c = cases()[static_cast<std::size_t>(state.range(0))];
   const auto mode = static_cast<monet::OpMode>(state.range(1));
   state.SetLabel(std::string(c.name) + "/" + std::string(monet::op_mode_name(mode)));
-  const torch::Tensor x = torch::randn({8, 64, 32, 32}, bench_device()).requires_grad_();
+  const torch::Tensor x = torch::randn(bench_shape(), bench_device()).requires_grad_();
   const bool cuda = bench_device().is_cuda();
   for (auto _ : state) {
     torch::Tensor y;

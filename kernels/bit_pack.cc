@@ -5,6 +5,9 @@
 #include <ATen/Parallel.h>
 #include <ATen/TensorOperators.h>
 
+#include <cstring>
+#include <type_traits>
+
 #include "kernels/counter_rng.h"
 #include "kernels/device.h"
 
@@ -22,33 +25,81 @@ const std::uint32_t* words_of_const(const at::Tensor& mask) {
   return reinterpret_cast<const std::uint32_t*>(mask.data_ptr<std::int32_t>());
 }
 
-// Packs bit i = keep(data[i]) for n elements into `words`. Full words run a fixed 32-step loop
-// that the compiler unrolls; only the last word can be partial.
-template <typename T, typename Keep>
-void pack_loop(const T* data, std::int64_t n, std::uint32_t* words, Keep keep) {
-  at::parallel_for(0, (n + kWordBits - 1) / kWordBits, kWordsPerTask,
-                   [&](std::int64_t begin, std::int64_t end) {
-                     for (std::int64_t w = begin; w < end; ++w) {
-                       const T* in = data + w * kWordBits;
-                       const std::int64_t count = std::min(kWordBits, n - w * kWordBits);
-                       std::uint32_t word = 0;
-                       if (count == kWordBits) {
-                         for (int b = 0; b < 32; ++b) {
-                           word |= static_cast<std::uint32_t>(keep(in[b])) << b;
-                         }
-                       } else {
-                         for (std::int64_t b = 0; b < count; ++b) {
-                           word |= static_cast<std::uint32_t>(keep(in[b])) << b;
-                         }
-                       }
-                       words[w] = word;
-                     }
-                   });
+// 16 bytes of elements of `Bytes` bytes each, as unsigned lanes, in GCC's and Clang's vector
+// extensions: SSE2 on x86-64, NEON on ARM, scalar code elsewhere. A word's 32 elements are
+// 32 / kCount such vectors; lane j of vector g is element g * kCount + j, i.e. bit g * kCount + j.
+template <std::size_t Bytes>
+struct Lanes;
+template <>
+struct Lanes<2> {
+  using Lane = std::uint16_t;
+  typedef Lane Vec __attribute__((vector_size(16)));
+  static constexpr Vec kBits = {1, 2, 4, 8, 16, 32, 64, 128};
+};
+template <>
+struct Lanes<4> {
+  using Lane = std::uint32_t;
+  typedef Lane Vec __attribute__((vector_size(16)));
+  static constexpr Vec kBits = {1, 2, 4, 8};
+  typedef float Float __attribute__((vector_size(16)));  // compares to lanes of all ones or zeros
+};
+template <>
+struct Lanes<8> {
+  using Lane = std::uint64_t;
+  typedef Lane Vec __attribute__((vector_size(16)));
+  static constexpr Vec kBits = {1, 2};
+  typedef double Float __attribute__((vector_size(16)));
+};
+
+template <typename T>
+constexpr bool kVectorCompare = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+// Packs bit i = keep(data[i]) for n elements into `words`. `keep` is a predicate on one element;
+// for float and double, `keep_vec` is the same predicate on a Lanes::Float, giving all-ones lanes
+// where it holds (16 bytes at a time, with no branch). Only the last word can be partial.
+template <typename T, typename Keep, typename KeepVec>
+void pack_loop(const T* data, std::int64_t n, std::uint32_t* words, Keep keep, KeepVec keep_vec) {
+  using L = Lanes<sizeof(T)>;
+  constexpr int kCount = 16 / sizeof(T);
+  at::parallel_for(
+      0, (n + kWordBits - 1) / kWordBits, kWordsPerTask, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t w = begin; w < end; ++w) {
+          const T* in = data + w * kWordBits;
+          const std::int64_t count = std::min(kWordBits, n - w * kWordBits);
+          std::uint32_t word = 0;
+          if constexpr (kVectorCompare<T>) {
+            if (count == kWordBits) {
+              // Lanes of 32 or 64 bits hold their bit of the word in place: OR them once.
+              typename L::Vec bits = {};
+#pragma GCC unroll 16
+              for (int g = 0; g < kWordBits / kCount; ++g) {
+                typename L::Float v;
+                std::memcpy(&v, in + g * kCount, sizeof(v));
+                bits |= reinterpret_cast<typename L::Vec>(keep_vec(v)) & (L::kBits << (g * kCount));
+              }
+              for (int j = 0; j < kCount; ++j) word |= static_cast<std::uint32_t>(bits[j]);
+              words[w] = word;
+              continue;
+            }
+          }
+          for (std::int64_t b = 0; b < count; ++b) {
+            word |= static_cast<std::uint32_t>(keep(in[b])) << b;
+          }
+          words[w] = word;
+        }
+      });
 }
 
-// out[i] = bit i ? value(i) : 0, a word at a time.
-template <typename T, typename Value>
-void unpack_loop(const std::uint32_t* words, std::int64_t n, T* out, Value value) {
+// out[i] = bit i ? value[i] : 0 (the zero of all-zero bits), where value is `in`, or `one` for
+// every element when `in` is null. Bitwise, so exact for any value (NaN and -0 included), and
+// with no branch on the bits, which a random mask would mispredict half of the time.
+template <typename T>
+void unpack_loop(const std::uint32_t* words, std::int64_t n, const T* in, T one, T* out) {
+  using L = Lanes<sizeof(T)>;
+  using Vec = typename L::Vec;
+  constexpr int kCount = 16 / sizeof(T);
+  Vec ones;
+  for (int j = 0; j < kCount; ++j) std::memcpy(&ones[j], &one, sizeof(T));
   at::parallel_for(0, (n + kWordBits - 1) / kWordBits, kWordsPerTask,
                    [&](std::int64_t begin, std::int64_t end) {
                      for (std::int64_t w = begin; w < end; ++w) {
@@ -57,12 +108,17 @@ void unpack_loop(const std::uint32_t* words, std::int64_t n, T* out, Value value
                        const std::int64_t count = std::min(kWordBits, n - first);
                        T* o = out + first;
                        if (count == kWordBits) {
-                         for (int b = 0; b < 32; ++b) {
-                           o[b] = ((word >> b) & 1u) ? value(first + b) : T(0);
+#pragma GCC unroll 16
+                         for (int g = 0; g < kWordBits / kCount; ++g) {
+                           Vec v = ones;
+                           if (in != nullptr) std::memcpy(&v, in + first + g * kCount, sizeof(v));
+                           const auto shifted = static_cast<typename L::Lane>(word >> (g * kCount));
+                           v &= reinterpret_cast<Vec>((shifted & L::kBits) != 0);
+                           std::memcpy(o + g * kCount, &v, sizeof(v));
                          }
                        } else {
                          for (std::int64_t b = 0; b < count; ++b) {
-                           o[b] = ((word >> b) & 1u) ? value(first + b) : T(0);
+                           o[b] = ((word >> b) & 1u) ? (in != nullptr ? in[first + b] : one) : T(0);
                          }
                        }
                      }
@@ -72,8 +128,10 @@ void unpack_loop(const std::uint32_t* words, std::int64_t n, T* out, Value value
 template <typename Keep>
 void pack_cpu(const at::Tensor& c, const at::Tensor& mask, Keep keep) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, c.scalar_type(), "monet_pack", [&] {
-    pack_loop(c.data_ptr<scalar_t>(), c.numel(), words_of(mask),
-              [keep](scalar_t v) { return keep(static_cast<float>(v)); });
+    pack_loop(
+        c.data_ptr<scalar_t>(), c.numel(), words_of(mask),
+        [keep](scalar_t v) { return keep(static_cast<float>(v)); },
+        [keep](auto v) { return keep(v); });
   });
 }
 
@@ -87,7 +145,7 @@ at::Tensor pack_positive(const at::Tensor& t) {
   const at::Tensor c = t.contiguous();
   at::Tensor mask = empty_mask(c.numel(), c.options());
   if (on_cpu(c, "mask")) {
-    pack_cpu(c, mask, [](float v) { return v > 0.0f; });
+    pack_cpu(c, mask, [](auto v) { return v > 0; });
     return mask;
   }
 #ifdef MONET_CUDA_KERNELS
@@ -104,7 +162,7 @@ at::Tensor pack_nonzero(const at::Tensor& t) {
   const at::Tensor c = t.contiguous();
   at::Tensor mask = empty_mask(c.numel(), c.options());
   if (on_cpu(c, "mask")) {
-    pack_cpu(c, mask, [](float v) { return v != 0.0f; });
+    pack_cpu(c, mask, [](auto v) { return v != 0; });
     return mask;
   }
 #ifdef MONET_CUDA_KERNELS
@@ -123,8 +181,7 @@ at::Tensor select_by_mask(const at::Tensor& grad, const at::Tensor& mask) {
   if (on_cpu(g, "mask")) {
     const std::uint32_t* words = words_of_const(mask);
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, g.scalar_type(), "monet_select", [&] {
-      const scalar_t* in = g.data_ptr<scalar_t>();
-      unpack_loop(words, n, out.data_ptr<scalar_t>(), [in](std::int64_t i) { return in[i]; });
+      unpack_loop(words, n, g.data_ptr<scalar_t>(), scalar_t(0), out.data_ptr<scalar_t>());
     });
     return out;
   }
@@ -142,10 +199,11 @@ at::Tensor mask_to_values(const at::Tensor& mask, const at::Tensor& like) {
   const std::int64_t n = out.numel();
   if (on_cpu(out, "mask")) {
     const std::uint32_t* words = words_of_const(mask);
-    AT_DISPATCH_FLOATING_TYPES_AND2(
-        at::kHalf, at::kBFloat16, out.scalar_type(), "monet_unpack", [&] {
-          unpack_loop(words, n, out.data_ptr<scalar_t>(), [](std::int64_t) { return scalar_t(1); });
-        });
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "monet_unpack",
+                                    [&] {
+                                      unpack_loop(words, n, static_cast<const scalar_t*>(nullptr),
+                                                  scalar_t(1), out.data_ptr<scalar_t>());
+                                    });
     return out;
   }
 #ifdef MONET_CUDA_KERNELS

@@ -5,6 +5,9 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <array>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/device.h"
@@ -43,26 +46,46 @@ inline std::uint8_t nibble(const std::uint8_t* codes, std::int64_t o) {
   return (codes[o / 2] >> ((o & 1) * 4)) & 0xF;
 }
 
-// Codes from torch's indices (h * W + w within each plane).
+// Codes from torch's indices (h * W + w within each plane). One division per output (the index
+// into h and w); the window's position comes from the loops, not from dividing the output's.
 at::Tensor codes_from_indices(const at::Tensor& indices, const Window& win, std::int64_t width) {
   const at::Tensor idx = indices.contiguous();
   const std::int64_t oh_count = idx.size(-2), ow_count = idx.size(-1), n = idx.numel();
-  at::Tensor codes = at::empty({(n + 1) / 2}, idx.options().dtype(at::kByte));
+  const std::int64_t planes = n / (oh_count * ow_count);
+  const auto plane_width = static_cast<std::uint32_t>(width);
+  at::Tensor codes = at::zeros({(n + 1) / 2}, idx.options().dtype(at::kByte));
   const std::int64_t* in = idx.data_ptr<std::int64_t>();
   std::uint8_t* out = codes.data_ptr<std::uint8_t>();
-  at::parallel_for(0, codes.numel(), 1 << 14, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t b = begin; b < end; ++b) {
-      std::uint8_t byte = 0;
-      for (std::int64_t o = 2 * b; o < std::min(n, 2 * b + 2); ++o) {
-        const std::int64_t r = o % (oh_count * ow_count), oh = r / ow_count, ow = r % ow_count;
-        const std::int64_t h = in[o] / width, w = in[o] % width;
-        const std::int64_t dh = (h - (oh * win.sh - win.ph)) / win.dh;
-        const std::int64_t dw = (w - (ow * win.sw - win.pw)) / win.dw;
-        byte |= static_cast<std::uint8_t>(dh * win.kw + dw) << ((o & 1) * 4);
+  // An even number of planes per task, or a plane of an even number of outputs, so that no two
+  // tasks write the same byte.
+  const std::int64_t grain = (oh_count * ow_count) % 2 == 0 ? 1 : 2;
+  // Undilated windows (the usual case) divide by nothing more: the compiler would otherwise divide
+  // by a dilation of 1 rather than branch around it.
+  const auto fill = [&](auto dilated) {
+    at::parallel_for(0, (planes + grain - 1) / grain, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t p = begin * grain; p < std::min(planes, end * grain); ++p) {
+        std::int64_t o = p * oh_count * ow_count;
+        for (std::int64_t oh = 0; oh < oh_count; ++oh) {
+          for (std::int64_t ow = 0; ow < ow_count; ++ow, ++o) {
+            // An index within one plane: 32 bits hold it, and divide faster than 64.
+            const auto index = static_cast<std::uint32_t>(in[o]);
+            const std::int64_t h = index / plane_width, w = index % plane_width;
+            std::int64_t dh = h - (oh * win.sh - win.ph), dw = w - (ow * win.sw - win.pw);
+            if constexpr (decltype(dilated)::value) {
+              dh /= win.dh;
+              dw /= win.dw;
+            }
+            out[o / 2] |= static_cast<std::uint8_t>(dh * win.kw + dw) << ((o & 1) * 4);
+          }
+        }
       }
-      out[b] = byte;
-    }
-  });
+    });
+  };
+  if (win.dh == 1 && win.dw == 1) {
+    fill(std::false_type{});
+  } else {
+    fill(std::true_type{});
+  }
   return codes;
 }
 
@@ -77,6 +100,11 @@ at::Tensor scatter_to_argmax(const at::Tensor& grad, const at::Tensor& codes, co
   const std::int64_t oh_count = g.size(-2), ow_count = g.size(-1);
   const std::int64_t planes = g.numel() / (oh_count * ow_count);
   const std::uint8_t* c = codes.data_ptr<std::uint8_t>();
+  // Each code's offset in the plane from its window's corner, looked up rather than divided.
+  std::array<std::int64_t, kMaxWindow> offset{};
+  for (std::int64_t code = 0; code < win.kh * win.kw; ++code) {
+    offset[code] = (code / win.kw) * win.dh * width + (code % win.kw) * win.dw;
+  }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, g.scalar_type(), "monet_pool_bwd", [&] {
     const scalar_t* gy = g.data_ptr<scalar_t>();
     scalar_t* gx = grad_x.data_ptr<scalar_t>();
@@ -85,12 +113,10 @@ at::Tensor scatter_to_argmax(const at::Tensor& grad, const at::Tensor& codes, co
     at::parallel_for(0, planes, 1, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t p = begin; p < end; ++p) {
         for (std::int64_t oh = 0; oh < oh_count; ++oh) {
+          const std::int64_t row = (p * height + oh * win.sh - win.ph) * width - win.pw;
           for (std::int64_t ow = 0; ow < ow_count; ++ow) {
             const std::int64_t o = (p * oh_count + oh) * ow_count + ow;
-            const std::uint8_t code = nibble(c, o);
-            const std::int64_t h = oh * win.sh - win.ph + (code / win.kw) * win.dh;
-            const std::int64_t w = ow * win.sw - win.pw + (code % win.kw) * win.dw;
-            gx[(p * height + h) * width + w] += gy[o];
+            gx[row + ow * win.sw + offset[nibble(c, o)]] += gy[o];
           }
         }
       }
@@ -189,7 +215,9 @@ at::Tensor max_pool2d(const at::Tensor& x, at::IntArrayRef kernel_size, at::IntA
                       at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
   const bool variant = kernels::run_variant(x);
   const Window win = window_of(kernel_size, stride, padding, dilation, ceil_mode);
-  if (!variant || win.kh * win.kw > kMaxWindow || x.dim() < 3) {
+  // The codes index windows of at most 16 positions in planes of under 2^32 elements.
+  if (!variant || win.kh * win.kw > kMaxWindow || x.dim() < 3 ||
+      x.size(-2) * x.size(-1) > std::numeric_limits<std::uint32_t>::max()) {
     return at::max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode);
   }
   return CompactMaxPool::apply(x, win);

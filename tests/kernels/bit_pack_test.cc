@@ -4,6 +4,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "kernels/catalogue.h"
 #include "kernels/counter_rng.h"
 
@@ -23,26 +26,79 @@ TEST(BitPackTest, PackPositiveMatchesReference) {
   }
 }
 
-TEST(BitPackTest, NanIsNotPositive) {
-  at::Tensor t = at::tensor({1.0f, std::nanf(""), -1.0f, 0.0f, -0.0f});
-  at::Tensor bits = unpack_bool_reference(pack_positive(t), t.numel());
-  EXPECT_TRUE(at::equal(bits, at::tensor({1, 0, 0, 0, 0}).to(at::kBool)));
-}
+// Every floating dtype the masks take: the loops run 16 bytes of elements at a time (8 halves or
+// bfloat16s, 4 floats, 2 doubles) in every full word, and one at a time in a partial last word.
+const at::ScalarType kDtypes[] = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16};
 
-TEST(BitPackTest, PackNonzeroMatchesReferenceInEveryDtype) {
-  for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
-    at::Tensor t = at::randint(0, 2, {1000}).to(dtype);
-    EXPECT_TRUE(at::equal(pack_nonzero(t), pack_bool_reference(t != 0))) << dtype;
+// The tensor's bits as integers of its width, so that NaNs and zeros' signs compare too.
+at::Tensor bits_of(const at::Tensor& t) {
+  switch (t.element_size()) {
+    case 2:
+      return t.view(at::kShort);
+    case 4:
+      return t.view(at::kInt);
+    default:
+      return t.view(at::kLong);
   }
 }
 
-TEST(BitPackTest, SelectAndUnpackFollowTheBits) {
-  for (std::int64_t n : kSizes) {
-    at::Tensor keep = at::rand({n}) > 0.5;
-    at::Tensor mask = pack_bool_reference(keep);
-    at::Tensor grad = at::randn({n}, at::kDouble);
-    EXPECT_TRUE(at::equal(select_by_mask(grad, mask), at::where(keep, grad, at::zeros_like(grad))));
-    EXPECT_TRUE(at::equal(mask_to_values(mask, grad), keep.to(at::kDouble)));
+TEST(BitPackTest, PackPositiveMatchesReferenceInEveryDtype) {
+  for (at::ScalarType dtype : kDtypes) {
+    for (std::int64_t n : kSizes) {
+      at::Tensor t = at::randn({n}).to(dtype);
+      EXPECT_TRUE(at::equal(pack_positive(t), pack_bool_reference(t > 0))) << dtype << " " << n;
+    }
+  }
+}
+
+TEST(BitPackTest, NanIsNotPositive) {
+  for (at::ScalarType dtype : kDtypes) {
+    // 40 elements: one full word and a partial one.
+    at::Tensor t = at::tensor({1.0f, std::nanf(""), -1.0f, 0.0f, -0.0f}).repeat({8}).to(dtype);
+    at::Tensor bits = unpack_bool_reference(pack_positive(t), t.numel());
+    EXPECT_TRUE(at::equal(bits, at::tensor({1, 0, 0, 0, 0}).repeat({8}).to(at::kBool))) << dtype;
+  }
+}
+
+TEST(BitPackTest, PackNonzeroMatchesReferenceInEveryDtype) {
+  for (at::ScalarType dtype : kDtypes) {
+    for (std::int64_t n : kSizes) {
+      // Negative zeros are zero.
+      at::Tensor t = (at::randint(0, 2, {n}) * at::randn({n}).sign()).to(dtype);
+      EXPECT_TRUE(at::equal(pack_nonzero(t), pack_bool_reference(t != 0))) << dtype << " " << n;
+    }
+  }
+}
+
+TEST(BitPackTest, SelectAndUnpackFollowTheBitsInEveryDtype) {
+  for (at::ScalarType dtype : kDtypes) {
+    for (std::int64_t n : kSizes) {
+      at::Tensor keep = at::rand({n}) > 0.5;
+      at::Tensor mask = pack_bool_reference(keep);
+      at::Tensor grad = at::randn({n}).to(dtype);
+      EXPECT_TRUE(
+          at::equal(select_by_mask(grad, mask), at::where(keep, grad, at::zeros_like(grad))))
+          << dtype << " " << n;
+      EXPECT_TRUE(at::equal(mask_to_values(mask, grad), keep.to(dtype))) << dtype << " " << n;
+    }
+  }
+}
+
+TEST(BitPackTest, SelectKeepsEveryValueBitForBitAndDropsToPositiveZero) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (at::ScalarType dtype : kDtypes) {
+    // 40 elements: one full word and a partial one.
+    at::Tensor grad =
+        at::tensor({std::nan(""), -0.0, inf, -inf, 1e-310, -2.5, 0.0, 3.0}, at::kDouble)
+            .repeat({5})
+            .to(dtype);
+    at::Tensor keep = at::arange(40) % 3 != 1;
+    at::Tensor out = select_by_mask(grad, pack_bool_reference(keep));
+    EXPECT_TRUE(at::equal(bits_of(out).masked_select(keep), bits_of(grad).masked_select(keep)))
+        << dtype;
+    EXPECT_TRUE(at::equal(bits_of(out).masked_select(~keep),
+                          at::zeros({(~keep).sum().item<std::int64_t>()}, bits_of(out).options())))
+        << dtype;
   }
 }
 
