@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "monet/allocator.h"
 #include "monet/op_mode.h"
 #include "monet/ops.h"
 
@@ -107,6 +108,13 @@ const std::vector<Case>& cases() {
 }
 
 void BM_Variant(benchmark::State& state) {
+  // Tensors come from monet's pool, as in training under monet: through the system allocator,
+  // page faults of freed and re-grown heap would be much of a small op's time.
+  static const bool installed = [] {
+    monet::install();
+    return true;
+  }();
+  (void)installed;
   const Case& c = cases()[static_cast<std::size_t>(state.range(0))];
   const auto mode = static_cast<monet::OpMode>(state.range(1));
   state.SetLabel(std::string(c.name) + "/" + std::string(monet::op_mode_name(mode)));
