@@ -59,12 +59,6 @@ KeptBatchNorm forward_keeping_output(const at::Tensor& x, const at::Tensor& weig
   return kept;
 }
 
-void save_weak_channels(AutogradContext* ctx, const KeptBatchNorm& kept) {
-  if (!kept.weak.defined()) return;
-  ctx->saved_data["weak"] = kept.weak;
-  ctx->saved_data["weak_input"] = kept.weak_input;
-}
-
 // The gradients of the BatchNorm's input, weight and bias from `g`, the gradient of its output
 // y, by torch's own fused backward kernel, which computes, from an input z and per-channel
 // save_mean m, save_invstd s and weight a:
@@ -72,15 +66,16 @@ void save_weak_channels(AutogradContext* ctx, const KeptBatchNorm& kept) {
 //   grad_weight = sum(g x_hat), grad_bias = sum(g).
 // The BatchNorm saw x_hat = (y - bias) / weight and needs grad_x = weight invstd (...): so z = y,
 // m = bias, s = 1 / weight and a = weight^2 invstd, which recovers x_hat inside the kernel's own
-// pass, with no tensor of it. Where some channels' weights are too small to invert (`weak`),
-// x_hat is built instead, from y and those channels' kept input slices, and handed over with
-// m = 0, s = 1 and a = weight invstd.
-variable_list backward_from_output(AutogradContext* ctx, const at::Tensor& g, const at::Tensor& y,
+// pass, with no tensor of it. Where some channels' weights are too small to invert (`weak`, their
+// indices, undefined when there are none), x_hat is built instead, from y and those channels'
+// kept input slices (`weak_input`), and handed over with m = 0, s = 1 and a = weight invstd.
+variable_list backward_from_output(const at::Tensor& g, const at::Tensor& y,
                                    const at::Tensor& weight, const at::Tensor& bias,
-                                   const at::Tensor& mean, const at::Tensor& invstd) {
+                                   const at::Tensor& mean, const at::Tensor& invstd,
+                                   const at::Tensor& weak, const at::Tensor& weak_input) {
   const std::array<bool, 3> wanted{true, weight.defined(), bias.defined()};
   at::Tensor grad_x, grad_weight, grad_bias;
-  if (ctx->saved_data.count("weak") == 0) {
+  if (!weak.defined()) {
     const at::Tensor shift = bias.defined() ? bias : at::zeros_like(invstd);
     const at::Tensor inverse = weight.defined() ? weight.reciprocal() : at::ones_like(invstd);
     const at::Tensor scale = weight.defined() ? invstd * weight * weight : invstd;
@@ -95,8 +90,6 @@ variable_list backward_from_output(AutogradContext* ctx, const at::Tensor& g, co
     at::Tensor x_hat = bias.defined()
                            ? at::addcmul((-bias * inverse).view(view), y, inverse.view(view))
                            : y * inverse.view(view);
-    const at::Tensor weak = ctx->saved_data["weak"].toTensor();
-    const at::Tensor weak_input = ctx->saved_data["weak_input"].toTensor();
     std::vector<std::int64_t> weak_view = view;
     weak_view[1] = weak.numel();
     x_hat = x_hat.index_copy(1, weak,
@@ -124,24 +117,23 @@ struct OutputKeepingBatchNorm : torch::autograd::Function<OutputKeepingBatchNorm
     KeptBatchNorm kept =
         forward_keeping_output(x, weight, bias, running_mean, running_var, momentum, eps);
     at::Tensor out = fuse_relu ? at::relu(kept.y) : kept.y;
-    // Unfused, y is this node's output: save_for_backward holds it without a reference cycle.
-    // Fused, the output after the ReLU is not kept, only y before it.
+    // Unfused, y is this node's output, which save_for_backward holds without a reference cycle;
+    // fused, y is the output before the ReLU. Saved tensors, unlike saved_data, are released
+    // when this node's backward has run.
     ctx->save_for_backward(
-        {fuse_relu ? at::Tensor() : kept.y, weight, bias, kept.mean, kept.invstd});
-    if (fuse_relu) ctx->saved_data["pre_relu"] = kept.y;
-    save_weak_channels(ctx, kept);
+        {kept.y, weight, bias, kept.mean, kept.invstd, kept.weak, kept.weak_input});
     ctx->saved_data["fuse_relu"] = fuse_relu;
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const bool fuse_relu = ctx->saved_data["fuse_relu"].toBool();
-    const at::Tensor y = fuse_relu ? ctx->saved_data["pre_relu"].toTensor() : saved[0];
+    const at::Tensor& y = saved[0];
     at::Tensor g = grads[0];
     // The ReLU's backward as torch computes it: grad where its output is > 0, else 0.
-    if (fuse_relu) g = at::threshold_backward(g, y, 0);
-    variable_list out = backward_from_output(ctx, g, y, saved[1], saved[2], saved[3], saved[4]);
+    if (ctx->saved_data["fuse_relu"].toBool()) g = at::threshold_backward(g, y, 0);
+    variable_list out =
+        backward_from_output(g, y, saved[1], saved[2], saved[3], saved[4], saved[5], saved[6]);
     out.resize(8);  // nothing for the running statistics, momentum, eps and fuse_relu
     return out;
   }
@@ -167,9 +159,9 @@ struct BatchNormReLUConvolution : torch::autograd::Function<BatchNormReLUConvolu
     at::Tensor out =
         at::convolution(at::relu(kept.y), conv_weight, conv_bias, stride, padding, dilation,
                         /*transposed=*/false, /*output_padding=*/{0, 0}, groups);
-    ctx->save_for_backward({weight, bias, kept.mean, kept.invstd, conv_weight});
-    ctx->saved_data["pre_relu"] = kept.y;
-    save_weak_channels(ctx, kept);
+    // Saved tensors, unlike saved_data, are released when this node's backward has run.
+    ctx->save_for_backward(
+        {weight, bias, kept.mean, kept.invstd, conv_weight, kept.y, kept.weak, kept.weak_input});
     ctx->saved_data["conv_bias"] = conv_bias.has_value();
     ctx->saved_data["stride"] = stride;
     ctx->saved_data["padding"] = padding;
@@ -180,8 +172,8 @@ struct BatchNormReLUConvolution : torch::autograd::Function<BatchNormReLUConvolu
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor y = ctx->saved_data["pre_relu"].toTensor();
     const at::Tensor& conv_weight = saved[4];
+    const at::Tensor& y = saved[5];
     const bool has_conv_bias = ctx->saved_data["conv_bias"].toBool();
     const std::vector<std::int64_t> bias_sizes{conv_weight.size(0)};
     at::Tensor grad_input, grad_conv_weight, grad_conv_bias;
@@ -197,7 +189,8 @@ struct BatchNormReLUConvolution : torch::autograd::Function<BatchNormReLUConvolu
     }
     const at::Tensor g = at::threshold_backward(grad_input, y, 0);
     grad_input = at::Tensor();
-    variable_list out = backward_from_output(ctx, g, y, saved[0], saved[1], saved[2], saved[3]);
+    variable_list out =
+        backward_from_output(g, y, saved[0], saved[1], saved[2], saved[3], saved[6], saved[7]);
     out.resize(13);
     out[7] = grad_conv_weight;
     out[8] = grad_conv_bias;

@@ -41,12 +41,13 @@ std::uint64_t draw_seed() {
 struct CompactDropout : torch::autograd::Function<CompactDropout> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double p) {
     at::Tensor mask = draw_torch_mask(x, p);
-    ctx->saved_data["mask"] = mask;
+    // Saved tensors, unlike saved_data, are released when this node's backward has run.
+    ctx->save_for_backward({mask});
     ctx->saved_data["p"] = p;
     return apply_mask(x, mask, p);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor mask = ctx->saved_data["mask"].toTensor();
+    const at::Tensor mask = ctx->get_saved_variables()[0];
     return {apply_mask(grads[0], mask, ctx->saved_data["p"].toDouble()), at::Tensor()};
   }
 };

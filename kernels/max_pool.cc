@@ -181,7 +181,8 @@ struct CompactMaxPool : torch::autograd::Function<CompactMaxPool> {
           kernels::stream_of(c));
 #endif
     }
-    ctx->saved_data["codes"] = codes;
+    // Saved tensors, unlike saved_data, are released when this node's backward has run.
+    ctx->save_for_backward({codes});
     ctx->saved_data["sizes"] = sizes;
     ctx->saved_data["window"] =
         std::vector<std::int64_t>{win.kh, win.kw, win.sh, win.sw, win.ph, win.pw, win.dh, win.dw};
@@ -189,7 +190,7 @@ struct CompactMaxPool : torch::autograd::Function<CompactMaxPool> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor codes = ctx->saved_data["codes"].toTensor();
+    const at::Tensor codes = ctx->get_saved_variables()[0];
     const std::vector<std::int64_t> sizes = ctx->saved_data["sizes"].toIntVector();
     const std::vector<std::int64_t> w = ctx->saved_data["window"].toIntVector();
     const Window win{w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], false};

@@ -32,13 +32,13 @@ struct CompactRelu : torch::autograd::Function<CompactRelu> {
                              c.numel(), kernels::stream_of(c));
 #endif
     }
-    // The mask is no output of this node: holding it in saved_data makes no reference cycle.
-    ctx->saved_data["mask"] = mask;
+    // Saved tensors, unlike saved_data, are released when this node's backward has run.
+    ctx->save_for_backward({mask});
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor mask = ctx->saved_data["mask"].toTensor();
+    const at::Tensor mask = ctx->get_saved_variables()[0];
     // torch's threshold_backward gives grad where y > 0, else exactly 0: the same selection.
     return {kernels::select_by_mask(grads[0], mask)};
   }

@@ -84,6 +84,20 @@ inline Kept kept_by(const UnaryOp& op, const torch::Tensor& leaf, OpMode mode) {
   kept.bytes = in_use(device) - before;
   node.reset();
   EXPECT_EQ(in_use(device), before) << "the node freed all it kept";
+  // A step's graph holds every node until the step's backward is over: a node must release
+  // what it kept when its own backward has run, as torch's nodes release their saved tensors,
+  // not only when it is destroyed.
+  {
+    torch::Tensor y;
+    {
+      OpModeScope scope(mode);
+      y = op(leaf * 1.0);
+    }
+    node = y.grad_fn();
+    torch::autograd::grad({y}, {leaf}, {torch::ones_like(y)});
+  }
+  EXPECT_EQ(in_use(device), before) << "the node released what it kept when its backward ran";
+  node.reset();
   return kept;
 }
 
