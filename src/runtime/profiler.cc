@@ -7,9 +7,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "common/log.h"
+#include "monet/bytes.h"
 #include "runtime/kernel_clock.h"
 #include "runtime/rng_state.h"
 
@@ -63,6 +67,26 @@ struct FirstRun {
   std::uint64_t variant_calls = 0;  // variant-aware operators the forward called
 };
 
+// Says, once per stage and mode, that a stage still held `held` bytes after its backward ran
+// (with its graph still alive, as a step's graph is until the step's backward is over). The
+// memory model frees a kept stage's saved bytes after its backward; what outlives it there is
+// usually a custom autograd Function keeping tensors in ctx->saved_data, which is released only
+// with the node.
+void warn_if_held(const std::string& stage, const std::string& mode, std::int64_t held) {
+  if (held <= 0) return;
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!warned.insert(stage + "/" + mode).second) return;
+  log(LogLevel::kWarn,
+      "stage {} in mode {} still holds {} after its backward ran, until the whole step's backward "
+      "is over: plans that recompute earlier stages may peak above their prediction (and be "
+      "measured again, or retried). A custom autograd Function that keeps tensors in "
+      "ctx->saved_data does this; keep them with ctx->save_for_backward, which autograd releases "
+      "when the node's backward has run",
+      stage, mode, format_bytes(static_cast<std::size_t>(held)));
+}
+
 // One stage in one mode: forward and backward on a fresh leaf. `grad_out` is the gradient of the
 // stage's output (undefined for the loss). With `first`, this is the stage's first run: it also
 // gives the output (the plain forward's, since grad mode does not change values and the RNG and
@@ -103,9 +127,10 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
     if (needs_grad_out && y.is_floating_point()) {
       first->grad = at::ones_like(first->output);
       grad_out = first->grad;
-      // In use from here on, as it is in every later mode's run before its forward.
-      after = requested(pool);
     }
+    // The gradient and the RNG state are in use from here on, as they are in every later
+    // mode's run before its forward.
+    after = requested(pool);
   }
 
   std::vector<at::Tensor> inputs;
@@ -123,6 +148,7 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
     const std::int64_t peak = static_cast<std::int64_t>(pool.peak_requested_since(bwd_mark));
     const std::int64_t in_bytes = input_counts ? static_cast<std::int64_t>(input.nbytes()) : 0;
     c.bwd_peak = clamp0(peak - after - in_bytes + c.out_bytes);
+    warn_if_held(stage.name, c.name, requested(pool) - (after - c.saved_bytes));
   } else {
     c.bwd_time = timer.stop();
   }

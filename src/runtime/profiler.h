@@ -12,6 +12,9 @@
 //   fwd_time, bwd_time   seconds: on CUDA the device's busy time from CUPTI's kernel, copy and
 //                memset records (KernelClock) where the clock is StageClock::kAuto and CUPTI
 //                loads, else the wall clock with the device synchronised around each
+// A stage that still holds bytes after its backward ran, its graph still alive, is named once
+// with a warning: the model frees a kept stage's saved bytes there (a custom autograd Function
+// keeping tensors in ctx->saved_data holds them until its node is destroyed).
 // It holds one stage's input, output, output gradient and working set at a time, so it fits
 // wherever a plan does (every plan runs each stage with its input at hand). It leaves no trace: the
 // gradients it computes are discarded, and the RNG state and module buffers are put back.

@@ -1,7 +1,10 @@
 // What a user can get wrong, and what must never be lost: a budget below the least feasible,
 // a batch that runs out of memory, eval mode, bad options.
+#include <torch/csrc/autograd/custom_function.h>
+
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 
 #include "allocator/device_pools.h"
 #include "monet/errors.h"
@@ -258,6 +261,45 @@ TEST(RuntimeErrors, MeasureRepeatsFromTheEnvironment) {
     }
   }
   ::unsetenv("MONET_MEASURE_REPEATS");
+}
+
+// A custom autograd Function that keeps a tensor in ctx->saved_data: autograd releases that only
+// with the node, so the stage holds it until the whole step's backward is over.
+struct KeepsInSavedData : torch::autograd::Function<KeepsInSavedData> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x) {
+    ctx->saved_data["doubled"] = x * 2;
+    return x * 2;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 torch::autograd::variable_list grads) {
+    return {grads[0] * 2};
+  }
+};
+
+struct HoldsPastBackwardImpl : torch::nn::Module {
+  torch::Tensor forward(const torch::Tensor& x) { return KeepsInSavedData::apply(x); }
+};
+TORCH_MODULE(HoldsPastBackward);
+
+TEST(RuntimeErrors, AStageThatHoldsTensorsPastItsBackwardIsNamed) {
+  install();
+  torch::nn::Sequential model(torch::nn::Linear(64, 64), HoldsPastBackward(),
+                              torch::nn::Linear(64, 1));
+  Options o;
+  o.budget_bytes = 1 << 30;
+  Runtime rt(model, o);
+  const torch::Tensor x = torch::randn({32, 64});
+  ::testing::internal::CaptureStderr();
+  rt.step(x, [](const torch::Tensor& out) { return out.sum(); });
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rt.stats().profiled_steps, 1);
+  // The doubled input: 32 x 64 floats.
+  EXPECT_THAT(said, ::testing::HasSubstr("stage 1:HoldsPastBackward in mode default still holds "
+                                         "8.00 KiB after its backward ran"));
+  EXPECT_THAT(said, ::testing::HasSubstr("ctx->save_for_backward"));
+  // Torch's own modules release what they keep: only the one stage is named.
+  EXPECT_THAT(said, ::testing::Not(::testing::HasSubstr("Linear in mode")));
+  pools::cpu().set_budget_bytes(0);
 }
 
 }  // namespace
