@@ -61,6 +61,12 @@ const std::vector<Case>& cases() {
       new torch::Tensor(torch::rand({bench_channels()}, bench_device()).add(0.5).requires_grad_());
   static const auto* bias =
       new torch::Tensor(torch::randn({bench_channels()}, bench_device()).requires_grad_());
+  // A basic block's two convolutions, C -> C channels, 3x3.
+  static const auto* conv1 =
+      new torch::Tensor(torch::randn({bench_channels(), bench_channels(), 3, 3}, bench_device())
+                            .mul(0.05)
+                            .requires_grad_());
+  static const auto* conv2 = new torch::Tensor(conv1->detach().clone().requires_grad_());
   static const std::vector<Case> all = {
       {"relu", [](const torch::Tensor& x) { return monet::ops::relu(x); }},
       {"dropout", [](const torch::Tensor& x) { return monet::ops::dropout(x, 0.1, true); }},
@@ -74,23 +80,14 @@ const std::vector<Case>& cases() {
        }},
       {"batch_norm_relu_conv2d",
        [](const torch::Tensor& x) {
-         // A basic block's second convolution, C -> C channels, 3x3.
-         static const auto* conv_weight = new torch::Tensor(
-             torch::randn({bench_channels(), bench_channels(), 3, 3}, bench_device())
-                 .mul(0.05)
-                 .requires_grad_());
+         // A basic block's second convolution.
          return monet::ops::batch_norm_relu_conv2d(x, *weight, *bias, {}, {}, true, 0.1, 1e-5,
-                                                   *conv_weight, {}, {1, 1}, {1, 1}, {1, 1}, 1);
+                                                   *conv2, {}, {1, 1}, {1, 1}, {1, 1}, 1);
        }},
       {"basic_block",
        [](const torch::Tensor& x) {
          // A ResNet basic block as the CNN workload builds it: conv, the fused BatchNorm-ReLU-conv,
          // BatchNorm, the shortcut's add and a ReLU; every op but the first conv in the mode.
-         static const auto* conv1 = new torch::Tensor(
-             torch::randn({bench_channels(), bench_channels(), 3, 3}, bench_device())
-                 .mul(0.05)
-                 .requires_grad_());
-         static const auto* conv2 = new torch::Tensor(conv1->detach().clone().requires_grad_());
          const torch::Tensor a = torch::conv2d(x, *conv1, {}, 1, 1);
          const torch::Tensor c = monet::ops::batch_norm_relu_conv2d(
              a, *weight, *bias, {}, {}, true, 0.1, 1e-5, *conv2, {}, {1, 1}, {1, 1}, {1, 1}, 1);
