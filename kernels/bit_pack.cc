@@ -130,8 +130,7 @@ void pack_cpu(const at::Tensor& c, const at::Tensor& mask, Keep keep) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, c.scalar_type(), "monet_pack", [&] {
     pack_loop(
         c.data_ptr<scalar_t>(), c.numel(), words_of(mask),
-        [keep](scalar_t v) { return keep(static_cast<float>(v)); },
-        [keep](auto v) { return keep(v); });
+        [keep](scalar_t v) { return keep(static_cast<float>(v)); }, keep);
   });
 }
 
