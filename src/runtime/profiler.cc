@@ -71,8 +71,9 @@ struct FirstRun {
 // (with its graph still alive, as a step's graph is until the step's backward is over). The
 // memory model frees a kept stage's saved bytes after its backward; what outlives it there is
 // usually a custom autograd Function keeping tensors in ctx->saved_data, which is released only
-// with the node.
-void warn_if_held(const std::string& stage, const std::string& mode, std::int64_t held) {
+// with the node. With `dropped`, the mode is a lean one that the runtime will not run.
+void warn_if_held(const std::string& stage, const std::string& mode, std::int64_t held,
+                  bool dropped) {
   if (held <= 0) return;
   static std::mutex mutex;
   static std::set<std::string> warned;
@@ -80,25 +81,30 @@ void warn_if_held(const std::string& stage, const std::string& mode, std::int64_
   if (!warned.insert(stage + "/" + mode).second) return;
   log(LogLevel::kWarn,
       "stage {} in mode {} still holds {} after its backward ran, until the whole step's backward "
-      "is over: plans that recompute earlier stages may peak above their prediction (and be "
-      "measured again, or retried). A custom autograd Function that keeps tensors in "
-      "ctx->saved_data does this; keep them with ctx->save_for_backward, which autograd releases "
-      "when the node's backward has run",
-      stage, mode, format_bytes(static_cast<std::size_t>(held)));
+      "is over: {}. A custom autograd Function that keeps tensors in ctx->saved_data does this; "
+      "keep them with ctx->save_for_backward, which autograd releases when the node's backward "
+      "has run",
+      stage, mode, format_bytes(static_cast<std::size_t>(held)),
+      dropped ? "monet will not run the stage in that mode"
+              : "plans that recompute earlier stages may peak above their prediction (and be "
+                "measured again, or retried)");
 }
 
 // One stage in one mode: forward and backward on a fresh leaf. `grad_out` is the gradient of the
 // stage's output (undefined for the loss). With `first`, this is the stage's first run: it also
 // gives the output (the plain forward's, since grad mode does not change values and the RNG and
 // buffers start where the plain forward would), the RNG and buffers after the forward, and makes
-// the output gradient, so that no separate forward without grad is needed. Returns the costs.
+// the output gradient, so that no separate forward without grad is needed. Returns the costs;
+// `held` gets the bytes still in use after the backward beyond what the memory model has in use
+// there (with the graph alive: 0 for a stage that frees what it keeps after its backward).
 VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode,
                            const at::Tensor& input, bool input_counts, at::Tensor grad_out,
                            bool needs_grad_out, CachingAllocator& pool, bool kernel_times,
-                           FirstRun* first) {
+                           FirstRun* first, std::int64_t* held) {
   const RuntimeStage& stage = stages[k];
   VariantCosts c;
   c.name = std::string(op_mode_name(mode));
+  *held = 0;
   at::Tensor leaf = input.detach();
   const bool needs_grad = input_counts && leaf.is_floating_point();
   if (needs_grad) leaf.requires_grad_(true);
@@ -148,7 +154,7 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
     const std::int64_t peak = static_cast<std::int64_t>(pool.peak_requested_since(bwd_mark));
     const std::int64_t in_bytes = input_counts ? static_cast<std::int64_t>(input.nbytes()) : 0;
     c.bwd_peak = clamp0(peak - after - in_bytes + c.out_bytes);
-    warn_if_held(stage.name, c.name, requested(pool) - (after - c.saved_bytes));
+    *held = requested(pool) - (after - c.saved_bytes);
   } else {
     c.bwd_time = timer.stop();
   }
@@ -191,31 +197,45 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
     // after take, and whether the stage calls variant-aware operators at all.
     FirstRun first;
     std::vector<VariantCosts> costs;
+    std::vector<std::int64_t> held(1);
     costs.push_back(measure_stage(stages, k, OpMode::kDefault, x, k > 0, {}, k + 1 < n, pool,
-                                  out.kernel_times, &first));
+                                  out.kernel_times, &first, &held[0]));
     std::vector<OpMode> modes = stage.modes;
     if (find_variants) {
       modes = {OpMode::kDefault};
       if (first.variant_calls > 0) modes = candidate_modes;
     }
+    held.resize(modes.size());
     for (std::size_t v = 1; v < modes.size(); ++v) {
       buffers[k].restore();
       rng_before.restore();
       costs.push_back(measure_stage(stages, k, modes[v], x, k > 0, first.grad, k + 1 < n, pool,
-                                    out.kernel_times, nullptr));
+                                    out.kernel_times, nullptr, &held[v]));
     }
+    // Runs mode v again, keeping its fastest times and the least it held.
+    const auto run_again = [&](std::size_t v) {
+      buffers[k].restore();
+      rng_before.restore();
+      std::int64_t held_again = 0;
+      const VariantCosts again = measure_stage(stages, k, modes[v], x, k > 0, first.grad, k + 1 < n,
+                                               pool, out.kernel_times, nullptr, &held_again);
+      costs[v].fwd_time = std::min(costs[v].fwd_time, again.fwd_time);
+      costs[v].bwd_time = std::min(costs[v].bwd_time, again.bwd_time);
+      held[v] = std::min(held[v], held_again);
+    };
     // Further timings, the modes' order reversed on every other round (the first round ran the
     // default first), keeping each mode's fastest: a mode timed once carries its moment's noise
     // into the plan, and the planner, choosing among modes by time, picks the luckiest.
     for (int r = 1; r < repeats; ++r) {
       for (std::size_t i = 0; i < modes.size(); ++i) {
-        const std::size_t v = r % 2 == 1 ? modes.size() - 1 - i : i;
-        buffers[k].restore();
-        rng_before.restore();
-        const VariantCosts again = measure_stage(stages, k, modes[v], x, k > 0, first.grad,
-                                                 k + 1 < n, pool, out.kernel_times, nullptr);
-        costs[v].fwd_time = std::min(costs[v].fwd_time, again.fwd_time);
-        costs[v].bwd_time = std::min(costs[v].bwd_time, again.bwd_time);
+        run_again(r % 2 == 1 ? modes.size() - 1 - i : i);
+      }
+    }
+    // A one-time allocation (a library's workspace made on its first use) is not held twice: a
+    // mode that held bytes in its only run runs once more before it is named or dropped.
+    if (repeats < 2) {
+      for (std::size_t v = 0; v < modes.size(); ++v) {
+        if (held[v] > 0) run_again(v);
       }
     }
     const at::Tensor next = first.output;
@@ -224,13 +244,18 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
     // The buffers and generator as the plain forward left them, for the stages after.
     first.buffers.restore();
     first.rng->restore();
+    warn_if_held(stage.name, costs[0].name, held[0], /*dropped=*/false);
     if (find_variants) {
-      // Keep a lean mode only when it keeps less than every mode kept before it.
+      // Keep a lean mode only when it keeps less than every mode kept before it, and frees what it
+      // keeps when its backward has run (a mode that holds it longer would break the plans made
+      // on the model; the default mode has no alternative, and is only named).
       std::vector<OpMode> kept = {OpMode::kDefault};
       std::vector<VariantCosts> kept_costs = {costs[0]};
       for (std::size_t v = 1; v < modes.size(); ++v) {
         log(LogLevel::kDebug, "stage {} in mode {}: saves {} bytes ({} in mode default)",
             stage.name, op_mode_name(modes[v]), costs[v].saved_bytes, costs[0].saved_bytes);
+        warn_if_held(stage.name, costs[v].name, held[v], /*dropped=*/true);
+        if (held[v] > 0) continue;
         if (costs[v].saved_bytes < kept_costs.back().saved_bytes) {
           kept.push_back(modes[v]);
           kept_costs.push_back(costs[v]);
@@ -238,6 +263,10 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
       }
       stage.modes = kept;
       costs = kept_costs;
+    } else {
+      for (std::size_t v = 1; v < modes.size(); ++v) {
+        warn_if_held(stage.name, costs[v].name, held[v], /*dropped=*/false);
+      }
     }
     measured.variants = costs;
     x = next;

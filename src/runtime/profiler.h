@@ -14,7 +14,8 @@
 //                loads, else the wall clock with the device synchronised around each
 // A stage that still holds bytes after its backward ran, its graph still alive, is named once
 // with a warning: the model frees a kept stage's saved bytes there (a custom autograd Function
-// keeping tensors in ctx->saved_data holds them until its node is destroyed).
+// keeping tensors in ctx->saved_data holds them until its node is destroyed). A lean mode that
+// does so is not kept when finding variants.
 // It holds one stage's input, output, output gradient and working set at a time, so it fits
 // wherever a plan does (every plan runs each stage with its input at hand). It leaves no trace: the
 // gradients it computes are discarded, and the RNG state and module buffers are put back.
@@ -39,8 +40,8 @@ struct MeasuredChain {
 
 // Measures `stages` on `input` through `pool`. With `find_variants`, every stage that called a
 // variant-aware operator is measured in each OpMode, and a mode is kept in the stage's modes
-// only when it keeps fewer bytes than every mode before it; otherwise each stage's current
-// modes are measured.
+// only when it keeps fewer bytes than every mode before it and holds nothing past its backward;
+// otherwise each stage's current modes are measured.
 // `candidate_modes` are the modes tried when finding variants (kDefault first). `clock` says how
 // stages on a CUDA device are timed. Each stage's modes are timed `repeats` times (at least once),
 // keeping each mode's fastest time; bytes are those of the first run.

@@ -4,10 +4,13 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "allocator/device_pools.h"
 #include "monet/errors.h"
+#include "monet/op_mode.h"
 #include "runtime_testing.h"
 #include "workloads/harness.h"
 
@@ -299,6 +302,88 @@ TEST(RuntimeErrors, AStageThatHoldsTensorsPastItsBackwardIsNamed) {
   EXPECT_THAT(said, ::testing::HasSubstr("ctx->save_for_backward"));
   // Torch's own modules release what they keep: only the one stage is named.
   EXPECT_THAT(said, ::testing::Not(::testing::HasSubstr("Linear in mode")));
+  pools::cpu().set_budget_bytes(0);
+}
+
+// How the compact mode of HalvesWhatItKeeps keeps its half.
+enum class Keeping {
+  kSaved,                   // as a saved tensor, released when the node's backward has run
+  kSavedData,               // in ctx->saved_data, held until the node is destroyed
+  kSavedAndAWorkspaceOnce,  // as a saved tensor, and on its first run it also makes a workspace
+                            // that lives on, as a library's lazily made workspace does
+};
+
+// A variant-aware operator whose compact mode keeps half of what its default mode keeps.
+struct HalvesWhatItKeeps : torch::autograd::Function<HalvesWhatItKeeps> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               int64_t keeping) {
+    count_variant_op_call();
+    const torch::Tensor half = x.narrow(1, 0, x.size(1) / 2) * 2;
+    if (op_mode() == OpMode::kDefault) {
+      ctx->save_for_backward({x * 2});
+    } else if (static_cast<Keeping>(keeping) == Keeping::kSavedData) {
+      ctx->saved_data["half"] = half;
+    } else {
+      ctx->save_for_backward({half});
+      static torch::Tensor workspace;
+      if (static_cast<Keeping>(keeping) == Keeping::kSavedAndAWorkspaceOnce &&
+          !workspace.defined()) {
+        workspace = torch::empty({256});
+      }
+    }
+    return x * 2;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 torch::autograd::variable_list grads) {
+    return {grads[0] * 2, torch::Tensor()};
+  }
+};
+
+struct LeanModeImpl : torch::nn::Module {
+  explicit LeanModeImpl(Keeping keeping) : keeping(keeping) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    return HalvesWhatItKeeps::apply(x, static_cast<int64_t>(keeping));
+  }
+  Keeping keeping;
+};
+TORCH_MODULE(LeanMode);
+
+// A lean mode that holds what it keeps past its backward is not one of the stage's modes: the
+// planner never picks it (the predictor's state lists the modes kept), and the warning says so.
+// The same mode freeing what it keeps is kept, and so is one that makes a lasting workspace on its
+// first run only.
+TEST(RuntimeErrors, ALeanModeThatHoldsTensorsPastItsBackwardIsNotRun) {
+  install();
+  for (const Keeping keeping :
+       {Keeping::kSavedData, Keeping::kSaved, Keeping::kSavedAndAWorkspaceOnce}) {
+    SCOPED_TRACE(static_cast<int>(keeping));
+    const std::string path = ::testing::TempDir() + "/monet_runtime_lean_mode_state.json";
+    std::filesystem::remove(path);
+    torch::nn::Sequential model(torch::nn::Linear(64, 64), LeanMode(keeping),
+                                torch::nn::Linear(64, 1));
+    Options o;
+    o.budget_bytes = 1 << 30;
+    o.predictor_state = path;
+    Runtime rt(model, o);
+    const torch::Tensor x = torch::randn({32, 64});
+    ::testing::internal::CaptureStderr();
+    rt.step(x, [](const torch::Tensor& out) { return out.sum(); });
+    const std::string said = ::testing::internal::GetCapturedStderr();
+    std::ifstream in(path);
+    const std::string state((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_THAT(state, ::testing::HasSubstr("\"name\": \"1:LeanMode\""));
+    if (keeping == Keeping::kSavedData) {
+      // Half of the doubled input: 32 x 32 floats.
+      EXPECT_THAT(said, ::testing::HasSubstr("stage 1:LeanMode in mode compact still holds "
+                                             "4.00 KiB after its backward ran"));
+      EXPECT_THAT(said, ::testing::HasSubstr("monet will not run the stage in that mode"));
+      EXPECT_THAT(state, ::testing::Not(::testing::HasSubstr("\"compact\"")));
+    } else {
+      EXPECT_THAT(said, ::testing::Not(::testing::HasSubstr("still holds")));
+      EXPECT_THAT(state, ::testing::HasSubstr("\"compact\""));
+    }
+    std::filesystem::remove(path);
+  }
   pools::cpu().set_budget_bytes(0);
 }
 
