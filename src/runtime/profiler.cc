@@ -244,7 +244,9 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
     // The buffers and generator as the plain forward left them, for the stages after.
     first.buffers.restore();
     first.rng->restore();
-    warn_if_held(stage.name, costs[0].name, held[0], /*dropped=*/false);
+    for (std::size_t v = 0; v < modes.size(); ++v) {
+      warn_if_held(stage.name, costs[v].name, held[v], /*dropped=*/find_variants && v > 0);
+    }
     if (find_variants) {
       // Keep a lean mode only when it keeps less than every mode kept before it, and frees what it
       // keeps when its backward has run (a mode that holds it longer would break the plans made
@@ -254,7 +256,6 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
       for (std::size_t v = 1; v < modes.size(); ++v) {
         log(LogLevel::kDebug, "stage {} in mode {}: saves {} bytes ({} in mode default)",
             stage.name, op_mode_name(modes[v]), costs[v].saved_bytes, costs[0].saved_bytes);
-        warn_if_held(stage.name, costs[v].name, held[v], /*dropped=*/true);
         if (held[v] > 0) continue;
         if (costs[v].saved_bytes < kept_costs.back().saved_bytes) {
           kept.push_back(modes[v]);
@@ -263,10 +264,6 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
       }
       stage.modes = kept;
       costs = kept_costs;
-    } else {
-      for (std::size_t v = 1; v < modes.size(); ++v) {
-        warn_if_held(stage.name, costs[v].name, held[v], /*dropped=*/false);
-      }
     }
     measured.variants = costs;
     x = next;
