@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 namespace monet {
 namespace {
@@ -52,6 +53,7 @@ struct Candidate {
   std::array<int, kMaxTerms> terms{};
   int size = 0;
   double score = kInf;  // RMS relative leave-one-out error
+  double rss = kInf;    // sum of squared relative residuals at the shapes
   bool negative = false;
   int squares = 0;
   int degree = 0;
@@ -129,13 +131,17 @@ void fit(const Problem& pr, Candidate& c, double* l_out, double* beta_out) {
   const double ridge = kRidge * std::max(trace / p, 1e-300);
   for (int a = 0; a < p; ++a) l[a * p + a] += ridge;
   c.score = kInf;
+  c.rss = kInf;
   if (!cholesky(p, l)) return;
   forward(p, l, beta);
   backward(p, l, beta);
   if (l_out) std::copy(l, l + p * p, l_out);
   if (beta_out) std::copy(beta, beta + p, beta_out);
+  c.negative = false;
+  for (int a = 0; a < p; ++a) c.negative |= beta[a] < -1e-9;
   double sum = 0.0;
   int checked = 0;
+  c.rss = 0.0;
   for (int i = 0; i < pr.n; ++i) {
     double z[kMaxTerms];
     double fitted = 0.0;
@@ -143,6 +149,7 @@ void fit(const Problem& pr, Candidate& c, double* l_out, double* beta_out) {
       z[a] = pr.a[i * pr.f + c.terms[a]];
       fitted += z[a] * beta[a];
     }
+    c.rss += (pr.t[i] - fitted) * (pr.t[i] - fitted);
     forward(p, l, z);
     double h = 0.0;
     for (int a = 0; a < p; ++a) h += z[a] * z[a];
@@ -155,8 +162,6 @@ void fit(const Problem& pr, Candidate& c, double* l_out, double* beta_out) {
   }
   if (checked == 0) return;
   c.score = std::sqrt(sum / checked);
-  c.negative = false;
-  for (int a = 0; a < p; ++a) c.negative |= beta[a] < -1e-9;
 }
 
 // The law of candidate `c` in raw units, with its inverse Gram for FittedLaw::leverage.
@@ -193,6 +198,33 @@ bool simpler(const Candidate& a, const Candidate& b) {
   if (a.squares != b.squares) return a.squares < b.squares;
   if (a.degree != b.degree) return a.degree < b.degree;
   return a.score < b.score;
+}
+
+// The non-negative least-squares fit over `terms` (at most kMaxTerms): of every subset's
+// least-squares fit with no negative coefficient, the one of least residual (the fewer terms on a
+// tie). Nothing when no subset fits.
+std::optional<FittedLaw> nonnegative_fit(const MonomialBasis& basis, const Problem& pr,
+                                         const std::vector<int>& terms) {
+  const int f = static_cast<int>(terms.size());
+  Candidate best;
+  for (unsigned mask = 1; mask < (1u << f); ++mask) {
+    Candidate c;
+    for (int m = 0; m < f; ++m) {
+      if (mask & (1u << m)) c.terms[c.size++] = terms[m];
+    }
+    for (int t = 0; t < c.size; ++t) {
+      c.squares += basis.squares(c.terms[t]);
+      c.degree += basis.total_degree(c.terms[t]);
+    }
+    fit(pr, c, nullptr, nullptr);
+    if (c.negative || !(c.rss < kInf)) continue;
+    const double tie = 1e-12 * std::max(1.0, best.rss < kInf ? best.rss : 1.0);
+    if (c.rss < best.rss - tie || (std::abs(c.rss - best.rss) <= tie && c.size < best.size)) {
+      best = c;
+    }
+  }
+  if (best.size == 0) return std::nullopt;
+  return to_law(pr, best);
 }
 
 }  // namespace
@@ -232,15 +264,23 @@ FittedLaw LawSearch::search(const std::vector<LawPoint>& points,
     return law;
   }
 
-  // Every subset of at most min(max_terms, n - 1) monomials: one shape is always left to check.
-  const int max_terms = std::min({options.max_terms, kMaxTerms, n - 1});
-  std::vector<Candidate> candidates;
-  Candidate c;
   std::vector<int> terms = options.allowed_terms;
   if (terms.empty()) {
     for (int m = 0; m < basis.size(); ++m) terms.push_back(m);
   }
   const int f = static_cast<int>(terms.size());
+  if (options.nonnegative_sum && f <= std::min(n, kMaxTerms)) {
+    if (std::optional<FittedLaw> law = nonnegative_fit(basis, pr, terms)) {
+      law->points = n;
+      law->noise = options.noise;
+      return *law;
+    }
+  }
+
+  // Every subset of at most min(max_terms, n - 1) monomials: one shape is always left to check.
+  const int max_terms = std::min({options.max_terms, kMaxTerms, n - 1});
+  std::vector<Candidate> candidates;
+  Candidate c;
   auto visit = [&](auto&& self, int start, int depth) -> void {
     if (depth > 0) {
       c.size = depth;

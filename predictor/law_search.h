@@ -33,6 +33,15 @@ struct LawSearchOptions {
   int max_alternatives = 6;  // equally good laws kept for the error bound
   // When not empty, the only monomials (indices into the basis) a law may use.
   std::vector<int> allowed_terms;
+  // Fit every allowed term at once, none with a negative coefficient (non-negative least
+  // squares), instead of searching for the simplest law, whenever the allowed terms are no more
+  // than the shapes and kMaxTerms. For times: each term is a cost that cannot be negative (the
+  // per-call overhead, the work on each tensor the stage makes), and a stage's time has as many
+  // of them as its tensors have laws: an encoder layer's is c + k1*batch*seq + k2*batch*seq^2,
+  // which three shapes determine but cannot validate, while the two-term laws they can validate
+  // miss by 20% to 35% (docs/predictor.md). Validated by leave-one-out only where a shape is
+  // left to check.
+  bool nonnegative_sum = false;
 };
 
 class LawSearch {

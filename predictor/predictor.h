@@ -9,7 +9,9 @@
 //
 // Each quantity of each stage variant gets its own law, a sum of at most max_terms monomials of
 // the varying dims (exponents <= 2), chosen by leave-one-out error over the profiled shapes
-// (law_search.h). At profiled shapes the measurements themselves are returned. docs/predictor.md
+// (law_search.h); a time is the non-negative sum of the constant and its byte laws' monomials
+// once there are as many profiled shapes as those terms (LawSearchOptions::nonnegative_sum). At
+// profiled shapes the measurements themselves are returned. docs/predictor.md
 // describes the model, the confidence rule and the JSON state.
 //
 // Not thread-safe: one predictor belongs to one runtime thread.

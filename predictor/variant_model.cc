@@ -33,7 +33,8 @@ void VariantModel::refit(const ShapeTable& table, const LawSearch& search,
   points.reserve(measured_shapes_);
   // Times are fitted from the constant and the monomials of this variant's byte laws: a stage's
   // work grows with the tensors it makes, and three noisy times alone cannot tell batch*seq from
-  // batch^2.
+  // batch^2. Each of those terms is a cost, so all of them are fitted at once with none negative
+  // (LawSearchOptions::nonnegative_sum) as soon as there are as many shapes as terms.
   std::vector<int> time_terms = {0};
   for (Quantity q : kAllQuantities) {
     points.clear();
@@ -63,7 +64,10 @@ void VariantModel::refit(const ShapeTable& table, const LawSearch& search,
       }
     }
     LawSearchOptions options = is_bytes(q) ? bytes : time;
-    if (!is_bytes(q) && time_terms.size() > 1) options.allowed_terms = time_terms;
+    if (!is_bytes(q) && time_terms.size() > 1) {
+      options.allowed_terms = time_terms;
+      options.nonnegative_sum = true;
+    }
     options.noise = repeated > 0 ? std::sqrt(relative_variance / repeated) : 0.0;
     laws_[static_cast<int>(q)] = search.search(points, options);
   }

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace monet {
@@ -80,6 +82,73 @@ TEST(LawSearch, ConstantPlusLinearIsFoundDespiteNoise) {
   options.noise_floor = 0.02;
   FittedLaw law = fit(basis, {{8}, {256}, {64}, {128}}, f, options);
   EXPECT_NEAR(at(basis, law.law, {200}) / (1e-4 + 2e-6 * 200), 1.0, 0.05);
+}
+
+// The index of the monomial named `name` ("b*s^2") in `basis`, with dims named b and s.
+int term(const MonomialBasis& basis, const std::string& name) {
+  for (int m = 0; m < basis.size(); ++m) {
+    if (basis.name(m, {"b", "s"}) == name) return m;
+  }
+  ADD_FAILURE() << "no monomial " << name;
+  return 0;
+}
+
+// An encoder layer's time: per-call overhead, work on its activations and on its attention
+// matrices. Three shapes determine the three terms; the search for a law it can validate would
+// take two.
+TEST(LawSearch, NonnegativeSumFitsEveryTermFromAsManyShapes) {
+  MonomialBasis basis(2, 3);
+  auto f = [](const std::vector<std::int64_t>& x) {
+    const double b = x[0], s = x[1];
+    return 5e-4 + 2e-5 * b * s + 1.5e-7 * b * s * s;
+  };
+  LawSearchOptions options;
+  options.allowed_terms = {term(basis, "1"), term(basis, "b*s"), term(basis, "b*s^2")};
+  const std::vector<std::vector<std::int64_t>> shapes = {{16, 128}, {2, 16}, {4, 64}};
+  const FittedLaw searched = fit(basis, shapes, f, options);
+  options.nonnegative_sum = true;
+  const FittedLaw all = fit(basis, shapes, f, options);
+
+  EXPECT_EQ(all.law.size, 3) << all.law.describe(basis, {"b", "s"});
+  EXPECT_FALSE(all.validated()) << "no shape is left to check three terms on";
+  EXPECT_LE(searched.law.size, 2);
+  double searched_worst = 0.0;
+  for (std::vector<std::int64_t> x : {std::vector<std::int64_t>{8, 32}, {16, 16}, {2, 128}}) {
+    EXPECT_NEAR(at(basis, all.law, x) / f(x), 1.0, 1e-6);
+    searched_worst = std::max(searched_worst, std::abs(at(basis, searched.law, x) / f(x) - 1.0));
+  }
+  EXPECT_GT(searched_worst, 0.05) << searched.law.describe(basis, {"b", "s"});
+}
+
+// A time that grows less than linearly would need a negative b*s^2 term: that term is dropped,
+// and the two left are checked on the third shape.
+TEST(LawSearch, NonnegativeSumDropsATermThatWouldBeNegative) {
+  MonomialBasis basis(2, 3);
+  auto f = [](const std::vector<std::int64_t>& x) {
+    const double bs = static_cast<double>(x[0] * x[1]);
+    return 1e-4 + 1e-6 * bs - 1e-11 * bs * static_cast<double>(x[1]);
+  };
+  LawSearchOptions options;
+  options.allowed_terms = {term(basis, "1"), term(basis, "b*s"), term(basis, "b*s^2")};
+  options.nonnegative_sum = true;
+  const FittedLaw law = fit(basis, {{16, 128}, {2, 16}, {4, 64}}, f, options);
+  ASSERT_EQ(law.law.size, 2) << law.law.describe(basis, {"b", "s"});
+  for (int t = 0; t < law.law.size; ++t) EXPECT_GE(law.law.coefficients[t], 0.0);
+  EXPECT_TRUE(law.validated());
+  EXPECT_NEAR(at(basis, law.law, {8, 32}) / f({8, 32}), 1.0, 0.02);
+}
+
+// With more allowed terms than shapes the non-negative sum has no unique fit: the search for the
+// simplest validated law decides, as without the option.
+TEST(LawSearch, NonnegativeSumNeedsNoMoreTermsThanShapes) {
+  MonomialBasis basis(2, 3);
+  auto f = [](const std::vector<std::int64_t>& x) { return 3e-6 * x[0] * x[1]; };
+  LawSearchOptions options;
+  options.allowed_terms = {term(basis, "1"), term(basis, "b*s"), term(basis, "b*s^2")};
+  options.nonnegative_sum = true;
+  const FittedLaw law = fit(basis, {{16, 128}, {2, 16}}, f, options);
+  EXPECT_EQ(law.law.describe(basis, {"b", "s"}), "3e-06*b*s");
+  EXPECT_TRUE(law.validated());
 }
 
 }  // namespace
