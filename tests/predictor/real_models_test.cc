@@ -235,8 +235,9 @@ struct Experiment {
 // One timed step at a shape, with the machine's speed around it.
 struct Visit {
   std::vector<VariantCosts> costs;
-  double gauge = 0.0;  // the slower of the speed gauges taken before and after, seconds
-  long faults = 0;     // page faults during the timed intervals
+  double gauge_before = 0.0;  // the speed gauge taken just before the timed step, seconds
+  double gauge_after = 0.0;   // and just after it
+  long faults = 0;            // page faults during the timed intervals
 };
 
 // What is known of one shape: the bytes of its first step and every timed visit.
@@ -245,10 +246,12 @@ struct ShapeRecord {
   std::vector<Visit> visits;
 };
 
-// Knobs of the measurement. A visit counts when the speed gauges around it are within a factor
-// `gauge_band` of the speed the machine ran at most often in this run (the mode of every gauge
-// taken): all counted visits then saw about the same machine, whether it was quiet or busy
-// throughout, and visits made while it changed are set aside.
+// Knobs of the measurement. A visit counts when both speed gauges around it (before and after)
+// are within a factor `gauge_band` of the speed the machine ran at most often in this run (the
+// mode of every gauge taken): all counted visits then saw about the same machine, whether it was
+// quiet or busy throughout, and visits made while it changed are set aside (this machine switches
+// between two speeds about 2x apart; a visit begun at one and ended at the other would count a
+// time between them).
 struct Schedule {
   int passes = 2;         // interleaved passes over every shape
   int wanted_visits = 2;  // counted visits wanted per shape; more passes over those short of it
@@ -349,8 +352,10 @@ class Campaign {
            a.fwd_peak == b.fwd_peak && a.bwd_peak == b.bwd_peak;
   }
   bool counts(const Visit& v, const Schedule& schedule) const {
-    return v.gauge <= usual_gauge_ * schedule.gauge_band &&
-           v.gauge * schedule.gauge_band >= usual_gauge_;
+    auto near_usual = [&](double g) {
+      return g <= usual_gauge_ * schedule.gauge_band && g * schedule.gauge_band >= usual_gauge_;
+    };
+    return near_usual(v.gauge_before) && near_usual(v.gauge_after);
   }
   // The mode of the gauges taken: the one with the most others within 10% of it.
   void update_usual_gauge() {
@@ -367,16 +372,15 @@ class Campaign {
     long faults = 0;
     measure_step(e_.net, x, &faults);  // warm-up: the pool and the caches as this shape leaves them
     Visit v;
-    const double before = gauge_.seconds();
+    v.gauge_before = gauge_.seconds();
     v.costs = measure_step(e_.net, x, &v.faults);
-    const double after = gauge_.seconds();
-    v.gauge = std::max(before, after);
-    gauges_.push_back(before);
-    gauges_.push_back(after);
+    v.gauge_after = gauge_.seconds();
+    gauges_.push_back(v.gauge_before);
+    gauges_.push_back(v.gauge_after);
     update_usual_gauge();
     if (verbose()) {
-      std::printf("  visit %s: gauge %.0f us, %ld page faults\n", format_shape(s).c_str(),
-                  1e6 * v.gauge, v.faults);
+      std::printf("  visit %s: gauge %.0f us before, %.0f us after, %ld page faults\n",
+                  format_shape(s).c_str(), 1e6 * v.gauge_before, 1e6 * v.gauge_after, v.faults);
     }
     records_[s].visits.push_back(std::move(v));
   }
