@@ -10,13 +10,15 @@
 //   shapes cannot tell apart; the native path's workspace is a plain function of the shape.
 // - One intra-op thread, so that every kernel of a stage runs on the measuring thread and its CPU
 //   time is the stage's time; time the core spends on other processes does not count.
-// - Times are the fastest of several visits to each shape, the visits to all shapes interleaved
+// - Times are the median of several visits to each shape, the visits to all shapes interleaved
 //   (a burst of load on the machine hits one visit of many shapes, not every visit of one), each
 //   visit a warm-up step and a timed one (the timed step finds the pool and the caches as a
 //   training loop at that shape leaves them). A fixed piece of work timed before and after each
 //   visit tells how fast the core runs at that moment: on a shared machine it runs up to about
 //   twice as slow while a neighbour computes. Only visits made at the speed the machine ran at
-//   most often count, so that every shape is timed on about the same machine.
+//   most often count, so that every shape is timed on about the same machine; the median of
+//   three, not the fastest, since within a visit the core can still run faster for a while than
+//   its gauges said.
 //
 // Asserted: the byte target (3%) on both models, predictions never short of a measurement by more
 // than 0.1%, and bytes that repeat exactly from step to step.
@@ -253,8 +255,8 @@ struct ShapeRecord {
 // between two speeds about 2x apart; a visit begun at one and ended at the other would count a
 // time between them).
 struct Schedule {
-  int passes = 2;         // interleaved passes over every shape
-  int wanted_visits = 2;  // counted visits wanted per shape; more passes over those short of it
+  int passes = 3;         // interleaved passes over every shape
+  int wanted_visits = 3;  // counted visits wanted per shape; more passes over those short of it
   double gauge_band = 1.15;
   double deadline_s = 12.0;  // no further pass starts after this many seconds of timing
 };
@@ -299,7 +301,7 @@ class Campaign {
     seconds_ = wall_seconds() - start;
   }
 
-  // The measured costs of a shape: the bytes of its first step, each time the fastest over its
+  // The measured costs of a shape: the bytes of its first step, each time the median over its
   // counted visits (over all of its visits when none counts; the first step's before any
   // visit). Checks that every step's bytes were those of the first.
   std::vector<VariantCosts> costs(const Shape& s, const Schedule& schedule) const {
@@ -307,7 +309,7 @@ class Campaign {
     std::vector<VariantCosts> out = r.first;
     if (r.visits.empty()) return out;
     const bool any_counted = counted_visits(s, schedule) > 0;
-    for (VariantCosts& c : out) c.fwd_time = c.bwd_time = std::numeric_limits<double>::infinity();
+    std::vector<std::vector<double>> fwd(out.size()), bwd(out.size());
     for (const Visit& v : r.visits) {
       for (std::size_t i = 0; i < out.size(); ++i) {
         EXPECT_TRUE(same_bytes(v.costs[i], r.first[i]))
@@ -316,9 +318,13 @@ class Campaign {
       }
       if (any_counted && !counts(v, schedule)) continue;
       for (std::size_t i = 0; i < out.size(); ++i) {
-        out[i].fwd_time = std::min(out[i].fwd_time, v.costs[i].fwd_time);
-        out[i].bwd_time = std::min(out[i].bwd_time, v.costs[i].bwd_time);
+        fwd[i].push_back(v.costs[i].fwd_time);
+        bwd[i].push_back(v.costs[i].bwd_time);
       }
+    }
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      out[i].fwd_time = middle(fwd[i]);
+      out[i].bwd_time = middle(bwd[i]);
     }
     return out;
   }
@@ -346,6 +352,12 @@ class Campaign {
     double v = 1.0;
     for (std::int64_t d : s) v *= static_cast<double>(d);
     return v;
+  }
+  // The median of `v` (the mean of the two middle values when their count is even).
+  static double middle(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
   }
   static bool same_bytes(const VariantCosts& a, const VariantCosts& b) {
     return a.out_bytes == b.out_bytes && a.saved_bytes == b.saved_bytes &&
