@@ -203,8 +203,7 @@ bool simpler(const Candidate& a, const Candidate& b) {
 // The non-negative least-squares fit over `terms` (at most kMaxTerms): of every subset's
 // least-squares fit with no negative coefficient, the one of least residual (the fewer terms on a
 // tie). Nothing when no subset fits.
-std::optional<FittedLaw> nonnegative_fit(const MonomialBasis& basis, const Problem& pr,
-                                         const std::vector<int>& terms) {
+std::optional<FittedLaw> nonnegative_fit(const Problem& pr, const std::vector<int>& terms) {
   const int f = static_cast<int>(terms.size());
   Candidate best;
   for (unsigned mask = 1; mask < (1u << f); ++mask) {
@@ -212,16 +211,10 @@ std::optional<FittedLaw> nonnegative_fit(const MonomialBasis& basis, const Probl
     for (int m = 0; m < f; ++m) {
       if (mask & (1u << m)) c.terms[c.size++] = terms[m];
     }
-    for (int t = 0; t < c.size; ++t) {
-      c.squares += basis.squares(c.terms[t]);
-      c.degree += basis.total_degree(c.terms[t]);
-    }
     fit(pr, c, nullptr, nullptr);
     if (c.negative || !(c.rss < kInf)) continue;
-    const double tie = 1e-12 * std::max(1.0, best.rss < kInf ? best.rss : 1.0);
-    if (c.rss < best.rss - tie || (std::abs(c.rss - best.rss) <= tie && c.size < best.size)) {
-      best = c;
-    }
+    constexpr double kTie = 1e-12;  // residuals are relative: values about 1 per shape
+    if (c.rss < best.rss - kTie || (c.rss <= best.rss + kTie && c.size < best.size)) best = c;
   }
   if (best.size == 0) return std::nullopt;
   return to_law(pr, best);
@@ -270,7 +263,7 @@ FittedLaw LawSearch::search(const std::vector<LawPoint>& points,
   }
   const int f = static_cast<int>(terms.size());
   if (options.nonnegative_sum && f <= std::min(n, kMaxTerms)) {
-    if (std::optional<FittedLaw> law = nonnegative_fit(basis, pr, terms)) {
+    if (std::optional<FittedLaw> law = nonnegative_fit(pr, terms)) {
       law->points = n;
       law->noise = options.noise;
       return *law;
