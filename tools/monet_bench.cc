@@ -259,8 +259,9 @@ nlohmann::ordered_json to_json(const Cell& c) {
       {"budget_percent", c.budget_percent},
       {"budget_bytes", c.budget_bytes},
       {"feasible", c.feasible},
-      {"least_budget_bytes",
-       c.feasible ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.least_budget_bytes)},
+      {"least_budget_bytes", c.feasible || c.least_budget_bytes == 0
+                                 ? nlohmann::ordered_json(nullptr)
+                                 : nlohmann::ordered_json(c.least_budget_bytes)},
       {"error",
        c.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.error)},
       {"peak_bytes", c.peak_bytes},
@@ -491,6 +492,13 @@ class Bench {
       c.feasible = false;
       c.least_budget_bytes = e.min_feasible_bytes;
       c.error = e.what();
+      c.peak_bytes = monet::workloads::pool_for(device_).stats().peak_reserved_bytes;
+    } catch (const c10::OutOfMemoryError& e) {
+      // Outside a step (the model or a batch did not fit): no plan was tried, so no least budget
+      // is known (least_budget_bytes stays 0).
+      progress.finish();
+      c.feasible = false;
+      c.error = e.what_without_backtrace();
       c.peak_bytes = monet::workloads::pool_for(device_).stats().peak_reserved_bytes;
     }
     monet::workloads::pool_for(device_).set_budget_bytes(0);
@@ -769,6 +777,13 @@ class Bench {
                                     ? ""
                                     : monet::format_bytes(static_cast<std::size_t>(c.budget_bytes));
       shown_percent = c.budget_percent;
+      if (!c.feasible && c.least_budget_bytes == 0) {
+        std::printf(
+            "  %-7s %-9s %-7s  infeasible: the model and a batch do not fit before the "
+            "first step\n",
+            budget.c_str(), bytes.c_str(), c.strategy.c_str());
+        continue;
+      }
       if (!c.feasible) {
         std::printf("  %-7s %-9s %-7s  infeasible: the least budget is %s (%.0f%% of the peak)\n",
                     budget.c_str(), bytes.c_str(), c.strategy.c_str(),

@@ -255,5 +255,12 @@ int main(int argc, char** argv) {
   } catch (const monet::ConfigError& e) {
     std::cerr << "monet-train: " << e.what() << "\n";
     return 2;
+  } catch (const c10::OutOfMemoryError& e) {
+    // Outside a training step (making the model or a batch): there was no step to plan, so no
+    // least budget to name; the allocator's message says what did not fit.
+    std::cerr << "\nmonet-train: the budget does not hold the model and a batch before the first "
+                 "step. "
+              << e.what_without_backtrace() << "\n";
+    return 1;
   }
 }
