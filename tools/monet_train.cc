@@ -156,6 +156,18 @@ int run(const Flags& flags) {
   const int steps = flags.steps > 0 ? flags.steps : (flags.model == "resnet" ? 60 : 150);
   const std::string largest = w->shape_of(w->largest_batch());
 
+  if (budget > 0) {
+    // Fail fast: a budget in which monet cannot plan the largest batch is named now, in a few
+    // seconds, not after the baseline run.
+    monet::Options probe = options;
+    probe.budget_bytes = static_cast<std::int64_t>(budget);
+    std::string why;
+    if (const std::int64_t least = monet::workloads::least_budget_above(
+            *w, flags.seed, probe, monet::workloads::default_device(), &why);
+        least > 0) {
+      throw monet::InfeasibleBudgetError(why, probe.budget_bytes, least);
+    }
+  }
   std::size_t peak = 0;
   monet::workloads::TrainResult baseline;
   if (flags.baseline) {

@@ -53,7 +53,7 @@ PeakProbe unconstrained_peak(const Workload& w, std::uint64_t seed, const torch:
 }
 
 std::int64_t least_budget_above(const Workload& w, std::uint64_t seed, const Options& options,
-                                const torch::Device& device) {
+                                const torch::Device& device, std::string* error) {
   CachingAllocator& pool = pool_for(device);
   pool.release_cached();
   std::int64_t least = 0;
@@ -64,6 +64,7 @@ std::int64_t least_budget_above(const Workload& w, std::uint64_t seed, const Opt
       rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
     } catch (const InfeasibleBudgetError& e) {
       least = e.min_feasible_bytes;
+      if (error) *error = e.what();
     }
   }
   pool.set_budget_bytes(0);
