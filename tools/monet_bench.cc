@@ -480,6 +480,15 @@ class Bench {
       progress.update(c.iterations, elapsed.count(),
                       fmt::format("shape {:<9} {}", w.shape_of(b), r.plan.empty() ? "" : r.plan));
     };
+    // A cell no plan or no allocation fit: `least` is the least budget the runtime named, 0 when
+    // none is known.
+    const auto infeasible = [&](const std::string& error, std::int64_t least) {
+      progress.finish();
+      c.feasible = false;
+      c.least_budget_bytes = least;
+      c.error = error;
+      c.peak_bytes = monet::workloads::pool_for(device_).stats().peak_reserved_bytes;
+    };
     try {
       const monet::workloads::TrainResult r = monet::workloads::train(
           w, options_for(strategy, budget, predictor_state, measure_repeats), spec);
@@ -488,18 +497,11 @@ class Bench {
       c.peak_in_use_bytes = r.peak_in_use;
       c.stats = r.stats;
     } catch (const monet::InfeasibleBudgetError& e) {
-      progress.finish();
-      c.feasible = false;
-      c.least_budget_bytes = e.min_feasible_bytes;
-      c.error = e.what();
-      c.peak_bytes = monet::workloads::pool_for(device_).stats().peak_reserved_bytes;
+      infeasible(e.what(), e.min_feasible_bytes);
     } catch (const c10::OutOfMemoryError& e) {
       // Outside a step (the model or a batch did not fit): no plan was tried, so no least budget
-      // is known (least_budget_bytes stays 0).
-      progress.finish();
-      c.feasible = false;
-      c.error = e.what_without_backtrace();
-      c.peak_bytes = monet::workloads::pool_for(device_).stats().peak_reserved_bytes;
+      // is known.
+      infeasible(e.what_without_backtrace(), 0);
     }
     monet::workloads::pool_for(device_).set_budget_bytes(0);
     c.ended =

@@ -234,6 +234,14 @@ struct Experiment {
   torch::nn::Sequential net;
 };
 
+// The median of `v` (the mean of the two middle values when their count is even; 0 when empty).
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 // One timed step at a shape, with the machine's speed around it.
 struct Visit {
   std::vector<VariantCosts> costs;
@@ -323,8 +331,8 @@ class Campaign {
       }
     }
     for (std::size_t i = 0; i < out.size(); ++i) {
-      out[i].fwd_time = middle(fwd[i]);
-      out[i].bwd_time = middle(bwd[i]);
+      out[i].fwd_time = median(fwd[i]);
+      out[i].bwd_time = median(bwd[i]);
     }
     return out;
   }
@@ -352,12 +360,6 @@ class Campaign {
     double v = 1.0;
     for (std::int64_t d : s) v *= static_cast<double>(d);
     return v;
-  }
-  // The median of `v` (the mean of the two middle values when their count is even).
-  static double middle(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
   }
   static bool same_bytes(const VariantCosts& a, const VariantCosts& b) {
     return a.out_bytes == b.out_bytes && a.saved_bytes == b.saved_bytes &&
@@ -430,12 +432,6 @@ struct Errors {
   std::string worst_bytes;
   std::string worst_time;
 };
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Appends every shape's measured costs to `path`, one JSON object a line ({"model", "shape",
 // "stages": [[out, saved, fwd_peak, bwd_peak, fwd_time, bwd_time], ...]}), for studying laws
