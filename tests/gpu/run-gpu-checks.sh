@@ -1,125 +1,173 @@
 #!/usr/bin/env bash
-# The checks monet owes on a GPU machine (docs/gpu.md). From the checkout's root on a machine
-# with a CUDA GPU, PyTorch 2.x and the carried .gpu-deps (../shared/gpu/README.md):
+# The checks monet owes on a GPU machine (docs/gpu.md), made to fit one device call. From the
+# checkout's root on a machine with a CUDA GPU, PyTorch 2.x and the carried .gpu-deps
+# (../shared/gpu/README.md):
 #   bash tests/gpu/run-gpu-checks.sh OUT_DIR [STEP...]
-# STEPs, in the order they run when none is named:
-#   build    configure and build build-gpu/ against the wheel's LibTorch
-#   ctest    every test, the CUDA ones included (they must run, not skip)
-#   hooks    the preload and the pluggable allocator training ResNet-18 on cuda
-#   bench    the allocator and planner benchmarks
-#   runtime  the CUPTI kernel clock and monet-train on cuda:0
-#   kernels  the operator variants' speed on cuda:0
-#   monet-bench  monet-bench --size gpu --warm (bounded by MONET_GPU_BENCH_SECONDS, default 540)
-# A device call runs 10 minutes at most: run the steps over several calls on the same warm
-# machine (build-gpu/ stays there between calls). Writes the logs and summary.txt to OUT_DIR.
+# A lease has 15 minutes of device time and a call at most 10, so the steps run in the order of
+# what they prove, each bounded by what is left of MONET_GPU_SECONDS (default 540, counted from
+# the script's start); a step that needs more than is left is skipped, and says so. STEPs, in
+# the order they run when none is named:
+#   build         configure build-gpu/ against the wheel's LibTorch and build what the steps run
+#   device-tests  the tests that need a device (they must run here, not skip)
+#   hooks         the preload and the pluggable allocator training ResNet-18 on cuda
+#   kernels       the operator variants against torch's ops on cuda:0 (kernels_bench)
+#   runtime       monet-train on cuda:0: the CUPTI stage clock, and both models' --json
+#   monet-bench   monet-bench --size gpu --warm $MONET_GPU_BENCH_ARGS, in the time left
+# Named only, for a second call: ctest (every test, the CPU ones too), bench (the allocator's and
+# the planner's benchmarks).
+# OUT_DIR gets summary.txt and logs.tar.gz (every log, the bench's report), both rewritten after
+# each step, so that a call stopped at its limit still brings back what finished (the device tool
+# brings back at most 8 files). The exit status is 1 when a step failed, else 0.
 set -uo pipefail
+# shellcheck disable=SC2317  # the step_ functions are called by name
 out=${1:?usage: run-gpu-checks.sh OUT_DIR [STEP...]}
 shift
 steps=("$@")
-((${#steps[@]})) || steps=(build ctest hooks bench runtime kernels monet-bench)
+((${#steps[@]})) || steps=(build device-tests hooks kernels runtime monet-bench)
+# The smallest time each step needs to prove anything, seconds.
+declare -A need=([build]=0 [device-tests]=60 [hooks]=60 [kernels]=45 [runtime]=60
+  [monet-bench]=90 [ctest]=300 [bench]=60)
+deadline=$((SECONDS + ${MONET_GPU_SECONDS:-540}))
+bench_args=${MONET_GPU_BENCH_ARGS:---budgets 80,45,33 --rounds 3}
+for s in "${steps[@]}"; do
+  [[ -n ${need[$s]+x} ]] || { echo "unknown step '$s'; the steps are: ${!need[*]}" >&2; exit 2; }
+done
 mkdir -p "$out"
-log() { echo "$*" | tee -a "$out/summary.txt"; }
+logs=$(mktemp -d)
+failed=0
 train=tests/preload/train_torchvision.py
 
-bash .gpu-deps/device-setup.sh > "$out/setup.log" 2>&1 || { log "device-setup failed"; exit 1; }
-source .gpu-deps/env.sh
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$out/summary.txt"
-
-step_build() {
-  log "== build against the wheel's LibTorch"
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-    > "$out/build.log" 2>&1 && cmake --build build-gpu -j16 >> "$out/build.log" 2>&1
-  log "build: exit $?"
+log() { echo "$*" | tee -a "$out/summary.txt"; }
+pack() { cp "$out/summary.txt" "$logs/" 2>/dev/null; tar czf "$out/logs.tar.gz" -C "$logs" .; }
+left() { echo $((deadline - SECONDS)); }
+# Runs a command bounded by the time left (less 10 s to pack the logs); 124 when stopped.
+bounded() {
+  local seconds=$(($(left) - 10))
+  timeout --kill-after=5 $((seconds > 1 ? seconds : 1)) "$@"
+}
+# Logs a command's exit status with a label, and counts a failure unless it is the expected one.
+check() {
+  local label=$1 status=$2 expected=${3:-0}
+  log "$label: exit $status$( ((status == 124)) && echo ' (stopped: out of time)')"
+  ((status == expected)) || failed=1
 }
 
-step_ctest() {
-  log "== every test (CUDA tests included)"
-  ctest --test-dir build-gpu --output-on-failure -j8 > "$out/ctest.log" 2>&1
-  log "ctest: exit $?; $(tail -n 3 "$out/ctest.log" | head -n 1)"
-  log "skipped: $(grep -c '\*\*\*Skipped' "$out/ctest.log") (the CUDA tests must run here, not skip)"
+bash .gpu-deps/device-setup.sh > "$logs/setup.log" 2>&1 || { log "device-setup failed"; pack; exit 1; }
+source .gpu-deps/env.sh
+log "$(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,memory.total,driver_version \
+  --format=csv,noheader); torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo 'not importable')"
+
+step_build() {
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    > "$logs/build.log" 2>&1 &&
+    bounded cmake --build build-gpu -j16 --target monet monet_preload monet_preload_torch \
+      cuda_allocator_tests torch_hook_tests kernel_tests kernel_cuda_tests kernels_bench \
+      runtime_tests kernel_clock_tests monet-train monet-bench allocator_bench planner_bench \
+      >> "$logs/build.log" 2>&1
+  local status=$?
+  check build "$status"
+  ((status == 0)) || { tail -n 40 "$logs/build.log" | tee -a "$out/summary.txt"; pack; exit 1; }
+}
+
+# ctest's count of tests skipped (a device test that skips here has not been checked).
+skipped() { grep -c '\*\*\*Skipped' "$1"; }
+
+step_device-tests() {
+  # The clock's tests time kernels against CUDA events: alone on the device.
+  bounded ctest --test-dir build-gpu -R 'KernelClockOnDevice' --output-on-failure --timeout 60 \
+    > "$logs/device-tests-clock.log" 2>&1
+  check "device tests, the CUPTI clock" $?
+  bounded ctest --test-dir build-gpu -R 'Cuda|_cuda|TorchHookTest' --output-on-failure -j4 \
+    --timeout 200 > "$logs/device-tests.log" 2>&1
+  check "device tests, the rest" $?
+  log "  $(grep -h 'tests passed' "$logs"/device-tests*.log | tr '\n' ' ')"
+  log "  skipped: $(($(skipped "$logs/device-tests-clock.log") + $(skipped "$logs/device-tests.log")))" \
+    "(0 expected: on a GPU they run)"
 }
 
 step_hooks() {
-  log "== preload: ResNet-18 on cuda under 8GiB"
-  MONET_LIB_DIR=build-gpu/lib build-gpu/tools/monet run --budget 8GiB --stats -- \
-    python3 "$train" --device cuda --steps 20 --batch 64 > "$out/preload.log" 2>&1
-  log "preload train: exit $?; $(grep -E 'torch reserved' "$out/preload.log")"
-
-  log "== preload: too small a budget"
-  MONET_LIB_DIR=build-gpu/lib build-gpu/tools/monet run --budget 256MiB -- \
-    python3 "$train" --device cuda --batch 256 --expect-oom > "$out/preload-oom.log" 2>&1
-  log "preload oom: exit $? (3 expected); $(grep -m1 'monet: out of memory' "$out/preload-oom.log")"
-
-  log "== preload: uncached PyTorch, every tensor a cudaMalloc"
-  PYTORCH_NO_CUDA_MEMORY_CACHING=1 MONET_LIB_DIR=build-gpu/lib build-gpu/tools/monet run \
-    --budget 8GiB --stats -- python3 "$train" --device cuda --steps 5 \
-    > "$out/preload-uncached.log" 2>&1
-  log "preload uncached: exit $?"
-
-  log "== preload with expandable segments"
-  MONET_CUDA_SEGMENTS=expandable MONET_LIB_DIR=build-gpu/lib build-gpu/tools/monet run \
-    --budget 8GiB --stats -- python3 "$train" --device cuda --steps 20 --batch 64 \
-    > "$out/preload-expandable.log" 2>&1
-  log "preload expandable: exit $?; $(grep -E 'fragmentation' "$out/preload-expandable.log")"
-
-  log "== pluggable allocator: ResNet-18 on cuda"
-  MONET_BUDGET=8GiB MONET_STATS=1 python3 "$train" --device cuda --steps 20 --batch 64 \
-    --pluggable build-gpu/lib/libmonet.so > "$out/pluggable.log" 2>&1
-  log "pluggable train: exit $?"
-
-  log "== pluggable allocator: too small a budget"
-  MONET_BUDGET=256MiB python3 "$train" --device cuda --batch 256 --expect-oom \
-    --pluggable build-gpu/lib/libmonet.so > "$out/pluggable-oom.log" 2>&1
-  log "pluggable oom: exit $? (3 expected); $(grep -m1 'OutOfMemoryError' "$out/pluggable-oom.log")"
-}
-
-step_bench() {
-  log "== allocator benchmark"
-  build-gpu/bench/allocator_bench --benchmark_repetitions=5 \
-    --benchmark_report_aggregates_only=true > "$out/bench.log" 2>&1
-  grep median "$out/bench.log" | tee -a "$out/summary.txt"
-  # The planner runs on the host's CPU: its speed targets (#4) on cores no other VM shares.
-  log "== planner benchmark (host CPU)"
-  build-gpu/bench/planner_bench --benchmark_repetitions=3 --benchmark_filter=BM_Plan \
-    --benchmark_report_aggregates_only=true > "$out/planner-bench.log" 2>&1
-  grep median "$out/planner-bench.log" | tee -a "$out/summary.txt"
-}
-
-step_runtime() {
-  log "== CUPTI kernel clock (KernelClockOnDevice must run, not skip)"
-  build-gpu/tests/runtime/kernel_clock_tests > "$out/kernel-clock.log" 2>&1
-  log "kernel clock: exit $?; $(grep -c 'SKIPPED \]' "$out/kernel-clock.log") skipped"
-  MONET_LOG=info build-gpu/tools/monet-train --model transformer --steps 20 \
-    > "$out/train-clock.log" 2>&1
-  log "monet-train stage clock: exit $?; $(grep -m1 -o 'stage times from [^)]*' "$out/train-clock.log")"
-  for model in transformer resnet; do
-    build-gpu/tools/monet-train --model "$model" --json > "$out/train-$model.json" \
-      2> "$out/train-$model.log"
-    log "monet-train --model $model: exit $?"
-  done
+  local run=(env MONET_LIB_DIR=build-gpu/lib build-gpu/tools/monet run)
+  bounded "${run[@]}" --budget 8GiB --stats -- python3 "$train" --device cuda --steps 20 \
+    --batch 64 > "$logs/preload.log" 2>&1
+  check "preload, ResNet-18 under 8GiB" $?
+  log "  $(grep -E 'torch reserved' "$logs/preload.log")"
+  bounded "${run[@]}" --budget 256MiB -- python3 "$train" --device cuda --batch 256 \
+    --expect-oom > "$logs/preload-oom.log" 2>&1
+  check "preload, too small a budget (3 expected)" $? 3
+  log "  $(grep -m1 'monet: out of memory' "$logs/preload-oom.log")"
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 bounded "${run[@]}" --budget 8GiB --stats -- python3 "$train" \
+    --device cuda --steps 5 > "$logs/preload-uncached.log" 2>&1
+  check "preload, uncached PyTorch (every tensor a cudaMalloc)" $?
+  MONET_CUDA_SEGMENTS=expandable bounded "${run[@]}" --budget 8GiB --stats -- python3 "$train" \
+    --device cuda --steps 20 --batch 64 > "$logs/preload-expandable.log" 2>&1
+  check "preload, expandable segments" $?
+  log "  $(grep -E 'fragmentation' "$logs/preload-expandable.log")"
+  MONET_BUDGET=8GiB MONET_STATS=1 bounded python3 "$train" --device cuda --steps 20 --batch 64 \
+    --pluggable build-gpu/lib/libmonet.so > "$logs/pluggable.log" 2>&1
+  check "pluggable allocator, ResNet-18 under 8GiB" $?
+  MONET_BUDGET=256MiB bounded python3 "$train" --device cuda --batch 256 --expect-oom \
+    --pluggable build-gpu/lib/libmonet.so > "$logs/pluggable-oom.log" 2>&1
+  check "pluggable allocator, too small a budget (3 expected)" $? 3
+  log "  $(grep -m1 'OutOfMemoryError' "$logs/pluggable-oom.log")"
 }
 
 step_kernels() {
-  log "== kernels benchmark on cpu and cuda:0"
-  for d in cpu cuda:0; do
-    MONET_BENCH_DEVICE=$d build-gpu/kernels/kernels_bench --benchmark_repetitions=5 \
-      --benchmark_report_aggregates_only=true > "$out/kernels-bench-${d%%:*}.log" 2>&1
-    log "kernels bench on $d: exit $?"
+  MONET_BENCH_DEVICE=cuda:0 bounded build-gpu/kernels/kernels_bench --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true > "$logs/kernels-bench-cuda.log" 2>&1
+  check "kernels_bench on cuda:0" $?
+}
+
+step_runtime() {
+  MONET_LOG=info bounded build-gpu/tools/monet-train --model transformer --steps 20 \
+    > "$logs/train-clock.log" 2>&1
+  check "monet-train, 20 steps" $?
+  log "  $(grep -m1 -o 'stage times from [^)]*' "$logs/train-clock.log")"
+  for model in transformer resnet; do
+    bounded build-gpu/tools/monet-train --model "$model" --json > "$logs/train-$model.json" \
+      2> "$logs/train-$model.log"
+    check "monet-train --model $model --json" $?
   done
 }
 
 step_monet-bench() {
-  log "== monet-bench --size gpu --warm"
-  mkdir -p "$out/bench-warm"
-  timeout "${MONET_GPU_BENCH_SECONDS:-540}" build-gpu/tools/monet-bench --size gpu --warm \
-    --out "$out/bench-warm" > "$out/bench-warm/table.txt" 2> "$out/bench-warm/log.txt"
-  log "monet-bench warm: exit $? (124: stopped at the time bound)"
+  mkdir -p "$logs/bench-warm"
+  # shellcheck disable=SC2086  # the arguments are words
+  bounded build-gpu/tools/monet-bench --size gpu --warm $bench_args --out "$logs/bench-warm" \
+    > "$logs/bench-warm/table.txt" 2> "$logs/bench-warm/log.txt"
+  check "monet-bench --size gpu --warm $bench_args" $?
+  grep -E '^(\||no run|monet)' "$logs/bench-warm/table.txt" | tee -a "$out/summary.txt"
+}
+
+step_ctest() {
+  cmake --build build-gpu -j16 > "$logs/build-all.log" 2>&1
+  check "build of every target" $?
+  bounded ctest --test-dir build-gpu --output-on-failure -j8 --timeout 300 \
+    > "$logs/ctest.log" 2>&1
+  check "every test" $?
+  log "  $(grep -h 'tests passed' "$logs/ctest.log"); skipped: $(skipped "$logs/ctest.log")"
+}
+
+step_bench() {
+  bounded build-gpu/bench/allocator_bench --benchmark_repetitions=5 \
+    --benchmark_report_aggregates_only=true > "$logs/allocator-bench.log" 2>&1
+  check "allocator_bench" $?
+  grep median "$logs/allocator-bench.log" | tee -a "$out/summary.txt"
+  # The planner runs on the host's CPU: its speed targets (#4) on cores no other VM shares.
+  bounded build-gpu/bench/planner_bench --benchmark_repetitions=3 --benchmark_filter=BM_Plan \
+    --benchmark_report_aggregates_only=true > "$logs/planner-bench.log" 2>&1
+  check "planner_bench" $?
+  grep median "$logs/planner-bench.log" | tee -a "$out/summary.txt"
 }
 
 for s in "${steps[@]}"; do
-  if ! declare -F "step_$s" > /dev/null; then
-    log "unknown step '$s'; the steps are: build ctest hooks bench runtime kernels monet-bench"
-    exit 2
+  if (($(left) < need[$s])); then
+    log "== $s: skipped, $(left) s left and it needs about ${need[$s]}"
+    continue
   fi
+  log "== $s ($(left) s left)"
+  start=$SECONDS
   "step_$s"
+  log "   $s took $((SECONDS - start)) s"
+  pack
 done
+exit $failed
