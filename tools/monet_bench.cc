@@ -86,7 +86,7 @@ struct Flags {
          "  --budgets L     comma-separated percentages of the unconstrained peak at the\n"
          "                  largest input (default 80,60,45,33)\n"
          "  --steps N       timed steps per run (default 150 for the transformer and 60 for\n"
-         "                  resnet; with --quick 24 and 8)\n"
+         "                  resnet; with --quick 12 and 6)\n"
          "  --rounds R      split each run's steps into R rounds, each running the baselines\n"
          "                  and every cell on its share of the batches, in an order turned\n"
          "                  from round to round, so that the machine's drift falls on all\n"
@@ -405,7 +405,7 @@ class Bench {
   int steps_for(const Workload& w) const {
     if (flags_.steps > 0) return flags_.steps;
     const bool transformer = w.name() == "transformer";
-    if (flags_.quick) return transformer ? 24 : 8;
+    if (flags_.quick) return transformer ? 12 : 6;
     return transformer ? 150 : 60;
   }
 
