@@ -147,8 +147,9 @@ int run(const Flags& flags) {
       budget_text.empty() ? 0 : monet::parse_budget(budget_text, physical_memory(), variable);
   unsetenv("MONET_BUDGET");
   monet::install();
-  if (!flags.strategy.empty()) setenv("MONET_PLANNER", flags.strategy.c_str(), 1);
   monet::Options options = monet::Options::from_env();
+  if (!flags.strategy.empty())
+    options.strategy = monet::parse_strategy(flags.strategy, "--strategy");
   if (!flags.baseline && budget == 0) {
     throw monet::ConfigError("--no-baseline needs a budget (--budget or MONET_BUDGET)");
   }
