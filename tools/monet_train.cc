@@ -147,6 +147,7 @@ int run(const Flags& flags) {
       budget_text.empty() ? 0 : monet::parse_budget(budget_text, physical_memory(), variable);
   unsetenv("MONET_BUDGET");
   monet::install();
+  if (!flags.strategy.empty()) unsetenv("MONET_PLANNER");  // the flag wins, as --budget does
   monet::Options options = monet::Options::from_env();
   if (!flags.strategy.empty())
     options.strategy = monet::parse_strategy(flags.strategy, "--strategy");
