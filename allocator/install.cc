@@ -4,8 +4,10 @@
 #include "common/log.h"
 #include "monet/allocator.h"
 #include "monet/c_api.h"
+#include "monet/errors.h"
 
 #ifdef MONET_TORCH_HAS_CUDA
+#include <fmt/format.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 
 #include "allocator/cuda_api.h"
@@ -39,7 +41,15 @@ void install_cuda_allocator() {
   if (auto p = std::dynamic_pointer_cast<pluggable::CUDAPluggableAllocator>(allocator)) {
     p->set_record_stream_fn(&record_stream_anywhere);
   }
-  pluggable::changeCurrentAllocator(allocator);
+  try {
+    pluggable::changeCurrentAllocator(allocator);
+  } catch (const c10::Error& e) {
+    // PyTorch refuses to swap an allocator that has served memory.
+    throw ConfigError(fmt::format(
+        "monet::install() came after LibTorch's CUDA allocator had started ({}); call it before "
+        "the first CUDA tensor is made, e.g. first thing in main()",
+        e.what_without_backtrace()));
+  }
 }
 #endif
 

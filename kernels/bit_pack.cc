@@ -216,7 +216,8 @@ at::Tensor dropout_keep_mask(std::uint64_t seed, std::uint64_t offset, std::int6
                              const at::TensorOptions& options) {
   at::Tensor mask = empty_mask(n, options);
   const std::uint64_t threshold = drop_threshold(p);
-  if (on_cpu(mask, "dropout")) {
+  // The check is on the data's type (options), not the mask's words.
+  if (on_cpu(options.device(), c10::typeMetaToScalarType(options.dtype()), "dropout")) {
     std::uint32_t* words = words_of(mask);
     at::parallel_for(0, mask.numel(), kWordsPerTask, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t w = begin; w < end; ++w) {

@@ -17,18 +17,22 @@
 
 namespace monet::kernels {
 
-// True for a CPU tensor; false for a float32 CUDA tensor that the launchers take; otherwise
-// throws, naming `op` and what would run it.
-inline bool on_cpu(const at::Tensor& t, std::string_view op) {
-  if (t.device().is_cpu()) return true;
+// True for data of `type` on the CPU; false for float32 data on a CUDA device, which the
+// launchers take; otherwise throws, naming `op` and what would run it.
+inline bool on_cpu(c10::Device device, at::ScalarType type, std::string_view op) {
+  if (device.is_cpu()) return true;
 #ifdef MONET_CUDA_KERNELS
-  if (t.device().is_cuda() && t.scalar_type() == at::kFloat) return false;
+  if (device.is_cuda() && type == at::kFloat) return false;
 #endif
   TORCH_CHECK(false, "monet: the compact ", op,
               " runs on CPU tensors, and on float32 CUDA tensors where monet and LibTorch were "
               "both built with CUDA; got a ",
-              t.scalar_type(), " tensor on ", t.device(),
-              ". Run this stage with OpMode::kDefault.");
+              type, " tensor on ", device, ". Run this stage with OpMode::kDefault.");
+}
+
+// The same for a tensor of the data (not a mask of it).
+inline bool on_cpu(const at::Tensor& t, std::string_view op) {
+  return on_cpu(t.device(), t.scalar_type(), op);
 }
 
 #ifdef MONET_CUDA_KERNELS

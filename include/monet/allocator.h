@@ -21,8 +21,9 @@ constexpr int kCpu = -1;
 
 // Routes every new LibTorch CPU tensor through monet's CPU pool, and, when monet and LibTorch
 // were built with CUDA and a GPU is present, every CUDA tensor through monet's CUDA pools
-// (PyTorch's pluggable-allocator hook; call before the first CUDA tensor is made). Reads and
-// checks the MONET_* variables: a malformed one throws monet::ConfigError. Idempotent.
+// (PyTorch's pluggable-allocator hook; call before the first CUDA tensor is made: after it,
+// PyTorch refuses the swap and install() throws monet::ConfigError saying so). Reads and checks
+// the MONET_* variables: a malformed one throws monet::ConfigError. Idempotent.
 void install();
 
 // Statistics of the pool of `device` (kCpu or a CUDA index). Throws std::out_of_range for a

@@ -41,8 +41,9 @@ struct PoolGeometry {
 // wins over numbers, as in PyTorch.
 void launch_max_pool2d_compact(const float* x, float* y, std::uint8_t* codes,
                                const PoolGeometry& geometry, cudaStream_t stream);
-// grad_x (zeroed here, planes x height x width) receives grad_y at each window's argmax, summed
-// where windows overlap.
+// grad_x (planes x height x width, every element written) receives grad_y at each window's
+// argmax, summed where windows overlap in torch's order (output rows, then columns): the same
+// numbers as torch's CUDA op, on every run.
 void launch_max_pool2d_compact_backward(const float* grad_y, const std::uint8_t* codes,
                                         float* grad_x, const PoolGeometry& geometry,
                                         cudaStream_t stream);

@@ -1,6 +1,6 @@
 // 2-d max pooling with 4-bit argmax codes, and its backward, on raw device pointers
 // (launchers.h). Forward: one thread per pair of outputs, so that each byte of codes has one
-// writer. Backward: one thread per output, atomicAdd where windows overlap.
+// writer. Backward: one thread per input element, gathering from the windows that hold it.
 #include <cstdint>
 
 #include "kernels/cuda/launchers.h"
@@ -44,17 +44,32 @@ __global__ void max_pool_kernel(const float* x, float* y, std::uint8_t* codes, P
   codes[b] = byte;
 }
 
+// One thread per input element: it adds the gradients of the windows whose code picks it, in
+// torch's order (output rows, then columns, ascending), so that where windows overlap the sum is
+// torch's, bit for bit, and the same on every run (no atomics).
 __global__ void max_pool_backward_kernel(const float* gy, const std::uint8_t* codes, float* gx,
                                          PoolGeometry g, std::int64_t n) {
-  const std::int64_t o = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (o >= n) return;
-  const std::int64_t per_plane = g.out_height * g.out_width;
-  const std::int64_t p = o / per_plane, r = o % per_plane;
-  const std::int64_t oh = r / g.out_width, ow = r % g.out_width;
-  const int code = (codes[o / 2] >> ((o & 1) * 4)) & 0xF;
-  const std::int64_t h = oh * g.stride_h - g.pad_h + (code / g.kernel_w) * g.dilation_h;
-  const std::int64_t w = ow * g.stride_w - g.pad_w + (code % g.kernel_w) * g.dilation_w;
-  atomicAdd(gx + (p * g.height + h) * g.width + w, gy[o]);
+  const std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (e >= n) return;
+  const std::int64_t per_plane = g.height * g.width;
+  const std::int64_t p = e / per_plane, r = e % per_plane;
+  const std::int64_t h = r / g.width, w = r % g.width;
+  float sum = 0.0f;
+  // Window row i of output row oh holds h where oh * stride = h + pad - i * dilation: the larger
+  // i, the smaller oh.
+  for (int i = g.kernel_h - 1; i >= 0; --i) {
+    const std::int64_t top = h + g.pad_h - static_cast<std::int64_t>(i) * g.dilation_h;
+    if (top < 0 || top % g.stride_h != 0 || top / g.stride_h >= g.out_height) continue;
+    const std::int64_t row = (p * g.out_height + top / g.stride_h) * g.out_width;
+    for (int j = g.kernel_w - 1; j >= 0; --j) {
+      const std::int64_t left = w + g.pad_w - static_cast<std::int64_t>(j) * g.dilation_w;
+      if (left < 0 || left % g.stride_w != 0 || left / g.stride_w >= g.out_width) continue;
+      const std::int64_t o = row + left / g.stride_w;
+      const int code = (codes[o / 2] >> ((o & 1) * 4)) & 0xF;
+      if (code == i * g.kernel_w + j) sum += gy[o];
+    }
+  }
+  gx[e] = sum;
 }
 
 }  // namespace
@@ -71,11 +86,7 @@ void launch_max_pool2d_compact(const float* x, float* y, std::uint8_t* codes,
 void launch_max_pool2d_compact_backward(const float* grad_y, const std::uint8_t* codes,
                                         float* grad_x, const PoolGeometry& geometry,
                                         cudaStream_t stream) {
-  const std::int64_t n = geometry.planes * geometry.out_height * geometry.out_width;
-  cudaMemsetAsync(
-      grad_x, 0,
-      static_cast<std::size_t>(geometry.planes * geometry.height * geometry.width) * sizeof(float),
-      stream);
+  const std::int64_t n = geometry.planes * geometry.height * geometry.width;
   if (n == 0) return;
   max_pool_backward_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0,
                              stream>>>(grad_y, codes, grad_x, geometry, n);

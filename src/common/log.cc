@@ -27,7 +27,8 @@ LogLevel log_level() {
 }
 
 void write_log_line(std::string_view message) {
-  std::string line = "monet: ";
+  // Errors' messages already begin with "monet: ".
+  std::string line = message.substr(0, 6) == "monet:" ? "" : "monet: ";
   line.append(message);
   line.push_back('\n');
   // One write(2) per line: stdio buffering would reorder lines against the program's own output.

@@ -15,7 +15,8 @@ LogLevel log_level();
 // Parses "error", "warn", "info" or "debug"; throws ConfigError otherwise.
 LogLevel parse_log_level(std::string_view text);
 
-// Writes "monet: <message>\n" to stderr in one write, so lines from threads do not interleave.
+// Writes "monet: <message>\n" to stderr in one write, so lines from threads do not interleave
+// (a message that begins with "monet:" already, an error's, is written as it is).
 void write_log_line(std::string_view message);
 
 template <typename... Args>

@@ -8,7 +8,8 @@
 # the script's start); a step that needs more than is left is skipped, and says so. STEPs, in
 # the order they run when none is named:
 #   build         configure build-gpu/ against the wheel's LibTorch and build what the steps run
-#   device-tests  the tests that need a device (they must run here, not skip)
+#   device-tests  the tests that need a device (they must run here, not skip), and the
+#                 variants' CPU tests against LibTorch 2.x
 #   hooks         the preload and the pluggable allocator training ResNet-18 on cuda
 #   kernels       the operator variants against torch's ops on cuda:0 (kernels_bench)
 #   runtime       monet-train on cuda:0: the CUPTI stage clock, and both models' --json
@@ -80,10 +81,13 @@ step_device-tests() {
   bounded ctest --test-dir build-gpu -R 'KernelClockOnDevice' --output-on-failure --timeout 60 \
     > "$logs/device-tests-clock.log" 2>&1
   check "device tests, the CUPTI clock" $?
-  bounded ctest --test-dir build-gpu -R 'Cuda|_cuda|TorchHookTest' --output-on-failure -j4 \
-    --timeout 200 > "$logs/device-tests.log" 2>&1
+  # And the variants' CPU tests, against LibTorch 2.x.
+  bounded ctest --test-dir build-gpu --output-on-failure -j8 --timeout 200 \
+    -R 'Cuda|_cuda|TorchHookTest|BitPackTest|CatalogueTest|OpsTest|KeptBytesTest|NnTest' \
+    > "$logs/device-tests.log" 2>&1
   check "device tests, the rest" $?
   log "  $(grep -h 'tests passed' "$logs"/device-tests*.log | tr '\n' ' ')"
+  grep -h '\*\*\*Failed' "$logs"/device-tests*.log | tee -a "$out/summary.txt"
   log "  skipped: $(($(skipped "$logs/device-tests-clock.log") + $(skipped "$logs/device-tests.log")))" \
     "(0 expected: on a GPU they run)"
 }
@@ -116,8 +120,10 @@ step_hooks() {
 
 step_kernels() {
   MONET_BENCH_DEVICE=cuda:0 bounded build-gpu/kernels/kernels_bench --benchmark_repetitions=3 \
-    --benchmark_report_aggregates_only=true > "$logs/kernels-bench-cuda.log" 2>&1
+    --benchmark_min_time=0.1 --benchmark_report_aggregates_only=true \
+    > "$logs/kernels-bench-cuda.log" 2>&1
   check "kernels_bench on cuda:0" $?
+  grep median "$logs/kernels-bench-cuda.log" | tee -a "$out/summary.txt"
 }
 
 step_runtime() {
@@ -138,7 +144,7 @@ step_monet-bench() {
   bounded build-gpu/tools/monet-bench --size gpu --warm $bench_args --out "$logs/bench-warm" \
     > "$logs/bench-warm/table.txt" 2> "$logs/bench-warm/log.txt"
   check "monet-bench --size gpu --warm $bench_args" $?
-  grep -E '^(\||no run|monet)' "$logs/bench-warm/table.txt" | tee -a "$out/summary.txt"
+  tee -a "$out/summary.txt" < "$logs/bench-warm/table.txt"
 }
 
 step_ctest() {

@@ -83,6 +83,7 @@ class RuntimeBudgetCuda : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    testing::deterministic_small_cuda();
   }
   const torch::Device cuda{torch::kCUDA, 0};
 };

@@ -35,6 +35,7 @@ class GradientsTest : public ::testing::TestWithParam<Case> {};
 TEST_P(GradientsTest, EqualWithAndWithoutMonet) {
   const Case c = GetParam();
   if (c.cuda && !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (c.cuda) testing::deterministic_small_cuda();
   install();
   const torch::Device device = c.cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   CachingAllocator& pool = workloads::pool_for(device);
@@ -72,6 +73,7 @@ TEST_P(GradientsTest, EqualWithAndWithoutMonet) {
   }
   Runtime rt(model, o);
   int checkpointed = 0, lean = 0;
+  std::string plans;
   for (std::int64_t i = 0; i < 6; ++i) {
     const workloads::Batch b = workloads::to_device(w->batch(3, i), device);
     const std::uint64_t seed = 100 + static_cast<std::uint64_t>(i);
@@ -107,6 +109,7 @@ TEST_P(GradientsTest, EqualWithAndWithoutMonet) {
     }
     checkpointed += rt.last_step().checkpointed_stages;
     lean += rt.last_step().variant_stages;
+    plans += " " + rt.last_step().plan;
     // The RNG after a step is where the plain step leaves it: same draws afterwards.
     EXPECT_TRUE(torch::equal(torch::rand({4}, device), after_plain));
   }
@@ -116,7 +119,8 @@ TEST_P(GradientsTest, EqualWithAndWithoutMonet) {
   // monet's plans run lean variants: the transformer's dropout masks, the CNN's fused
   // BatchNorm-ReLU-convolution.
   if (c.strategy == Strategy::kMonet) {
-    EXPECT_GT(lean, 0) << "and lean variants";
+    EXPECT_GT(lean, 0) << "and lean variants; the plans were" << plans << " under a budget of "
+                       << o.budget_bytes << " bytes, the peak being " << peak;
   }
   pool.set_budget_bytes(0);
 }

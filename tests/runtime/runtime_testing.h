@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,18 @@
 #include "workloads/workloads.h"
 
 namespace monet::testing {
+
+// For the CUDA cases, before the process's first CUDA op. cuDNN's deterministic algorithms: its
+// default ones sum in an order that varies from run to run (on an H200, two plain steps of the
+// small CNN gave gradients 3e-5 apart), which no comparison at 1e-6 survives. And cuBLAS
+// workspaces of 128 KiB: on Hopper, PyTorch gives cuBLAS and cuBLASLt 32 MiB each, memory held
+// outside every plan that on these small models is more than the budgets under test.
+inline void deterministic_small_cuda() {
+  setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8", /*overwrite=*/0);
+  setenv("CUBLASLT_WORKSPACE_SIZE", "128", /*overwrite=*/0);  // KiB
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+}
 
 // A transformer small enough for tests, whose activations (attention) outweigh its parameters.
 inline std::unique_ptr<workloads::Workload> small_transformer(std::int64_t max_seq = 128) {
