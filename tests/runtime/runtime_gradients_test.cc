@@ -10,6 +10,12 @@
 // as much as fp32 itself is off: on the CNN, a plain fp32 step's gradients are 1.8e-6 to 4e-6
 // (relative) from the same step in fp64. There, each parameter's gradient must be no further from
 // the fp64 step's than twice the plain fp32 step's distance, plus 1e-6.
+//
+// The CUDA cases run without cuDNN (ATen's own convolutions and BatchNorm): cuDNN picks each
+// convolution's algorithm by the workspace it can get, so that a step under a budget may run
+// another algorithm than the reference without one (on an H200 the CNN's budgeted steps were
+// 3e-4 relative from the reference, TF32 on, its unbudgeted ones within 1e-6): the question
+// here is whether monet's recomputation is exact, not whether two cuDNN algorithms agree.
 #include <fmt/format.h>
 
 #include "allocator/device_pools.h"
@@ -35,7 +41,10 @@ class GradientsTest : public ::testing::TestWithParam<Case> {};
 TEST_P(GradientsTest, EqualWithAndWithoutMonet) {
   const Case c = GetParam();
   if (c.cuda && !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  if (c.cuda) testing::deterministic_small_cuda();
+  if (c.cuda) {
+    testing::deterministic_small_cuda();
+    at::globalContext().setUserEnabledCuDNN(false);  // see the top of this file
+  }
   install();
   const torch::Device device = c.cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   CachingAllocator& pool = workloads::pool_for(device);
@@ -116,9 +125,11 @@ TEST_P(GradientsTest, EqualWithAndWithoutMonet) {
   if (c.strategy == Strategy::kAll || c.strategy == Strategy::kSqrt || budgeted) {
     EXPECT_GT(checkpointed, 0) << "the test must exercise checkpointed stages";
   }
-  // monet's plans run lean variants: the transformer's dropout masks, the CNN's fused
-  // BatchNorm-ReLU-convolution.
-  if (c.strategy == Strategy::kMonet) {
+  // monet's plans run lean variants on the CPU: the transformer's dropout masks, the CNN's fused
+  // BatchNorm-ReLU-convolution. On a GPU the planner weighs them by the device's times, and on
+  // these small models checkpoints cost less there (an H200 chose none); the variants' CUDA
+  // paths are checked op by op against torch's (OpsCudaTest).
+  if (c.strategy == Strategy::kMonet && !c.cuda) {
     EXPECT_GT(lean, 0) << "and lean variants; the plans were" << plans << " under a budget of "
                        << o.budget_bytes << " bytes, the peak being " << peak;
   }

@@ -19,9 +19,9 @@ namespace monet::testing {
 
 // For the CUDA cases, before the process's first CUDA op. cuDNN's deterministic algorithms: its
 // default ones sum in an order that varies from run to run (on an H200, two plain steps of the
-// small CNN gave gradients 3e-5 apart), which no comparison at 1e-6 survives. And cuBLAS
-// workspaces of 128 KiB: on Hopper, PyTorch gives cuBLAS and cuBLASLt 32 MiB each, memory held
-// outside every plan that on these small models is more than the budgets under test.
+// small CNN gave gradients 3e-5 apart). And cuBLAS workspaces of 128 KiB: on Hopper, PyTorch
+// gives cuBLAS and cuBLASLt 32 MiB each, memory held outside every plan that on these small
+// models is more than the budgets under test.
 inline void deterministic_small_cuda() {
   setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8", /*overwrite=*/0);
   setenv("CUBLASLT_WORKSPACE_SIZE", "128", /*overwrite=*/0);  // KiB
