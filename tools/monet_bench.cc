@@ -228,6 +228,7 @@ struct Cell {
   std::int64_t peak_in_use_bytes = 0;
   monet::RuntimeStats stats;
   double predictor_error = std::nan("");  // mean |predicted - measured| / measured step peak
+  double predictor_bias = std::nan("");   // mean (predicted - measured) / measured: > 0 is high
   double predictor_error_max = std::nan("");
   int predicted_steps = 0;
 
@@ -278,6 +279,7 @@ nlohmann::ordered_json to_json(const Cell& c) {
       {"measured_shapes", c.stats.profiled_steps},
       {"predictor_error", number_or_null(c.predictor_error)},
       {"predictor_error_max", number_or_null(c.predictor_error_max)},
+      {"predictor_bias", number_or_null(c.predictor_bias)},
       {"seconds", c.seconds},
       {"baseline_seconds", c.baseline_seconds},
       {"overhead", number_or_null(c.overhead)},
@@ -453,7 +455,7 @@ class Bench {
     if (chunk.rounds > 1) label += fmt::format(" {}/{}", chunk.round + 1, chunk.rounds);
     const monet::tools::Progress progress(fmt::format("{} {}", w.name(), label), steps,
                                           flags_.json);
-    double error_sum = 0.0;
+    double error_sum = 0.0, bias_sum = 0.0;
     const auto start = std::chrono::steady_clock::now();
     c.started = std::chrono::duration<double>(start - bench_start_).count();
     monet::workloads::TrainSpec spec;
@@ -469,10 +471,12 @@ class Bench {
       if (!r.plan.empty()) c.plans_by_shape[w.shape_of(b)] = r.plan;
       c.unconstrained_seconds += r.unconstrained_seconds;
       if (r.predicted_peak_bytes > 0 && r.measured_peak_bytes > 0 && strategy != "static") {
-        const double e = std::abs(static_cast<double>(r.predicted_peak_bytes) -
-                                  static_cast<double>(r.measured_peak_bytes)) /
-                         static_cast<double>(r.measured_peak_bytes);
+        const double signed_error = (static_cast<double>(r.predicted_peak_bytes) -
+                                     static_cast<double>(r.measured_peak_bytes)) /
+                                    static_cast<double>(r.measured_peak_bytes);
+        const double e = std::abs(signed_error);
         error_sum += e;
+        bias_sum += signed_error;
         c.predictor_error_max = c.predicted_steps == 0 ? e : std::max(c.predictor_error_max, e);
         ++c.predicted_steps;
       }
@@ -506,7 +510,10 @@ class Bench {
     monet::workloads::pool_for(device_).set_budget_bytes(0);
     c.ended =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - bench_start_).count();
-    if (c.predicted_steps > 0) c.predictor_error = error_sum / c.predicted_steps;
+    if (c.predicted_steps > 0) {
+      c.predictor_error = error_sum / c.predicted_steps;
+      c.predictor_bias = bias_sum / c.predicted_steps;
+    }
     return c;
   }
 
@@ -677,11 +684,14 @@ class Bench {
     s.profile_seconds += p.profile_seconds;
     if (part.predicted_steps > 0) {
       const int n = total.predicted_steps + part.predicted_steps;
-      total.predictor_error = total.predicted_steps > 0
-                                  ? (total.predictor_error * total.predicted_steps +
-                                     part.predictor_error * part.predicted_steps) /
-                                        n
-                                  : part.predictor_error;
+      // Means over every predicted step of the rounds.
+      const auto pooled = [&](double a, double b) {
+        return total.predicted_steps > 0
+                   ? (a * total.predicted_steps + b * part.predicted_steps) / n
+                   : b;
+      };
+      total.predictor_error = pooled(total.predictor_error, part.predictor_error);
+      total.predictor_bias = pooled(total.predictor_bias, part.predictor_bias);
       total.predictor_error_max =
           total.predicted_steps > 0 ? std::max(total.predictor_error_max, part.predictor_error_max)
                                     : part.predictor_error_max;
