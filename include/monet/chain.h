@@ -25,10 +25,17 @@ struct VariantCosts {
 struct Stage {
   std::string name;
   std::vector<VariantCosts> variants;  // at least one
+  // Bytes the stage's backward creates that stay until the iteration ends: the gradients of its
+  // parameters that have none when the iteration starts (an optimizer's zero_grad with
+  // set_to_none, LibTorch 2.x's default). They are live from the stage's backward on, not during
+  // the forward. Gradients that exist at the start are in fixed_bytes instead. Default 0.
+  std::int64_t grad_bytes = 0;
 };
 
 struct Chain {
-  std::int64_t fixed_bytes = 0;  // parameters, gradients, optimizer state, workspace
+  // Bytes live through the whole iteration: parameters, the gradients that exist when it starts,
+  // optimizer state, the batch, workspace.
+  std::int64_t fixed_bytes = 0;
   std::vector<Stage> stages;
 };
 

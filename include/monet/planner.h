@@ -67,6 +67,7 @@ struct PlanResult {
   Strategy strategy = Strategy::kMonet;
   std::int64_t budget_bytes = 0;        // the budget planned for, fixed_bytes included
   std::int64_t fixed_bytes = 0;         // the chain's fixed_bytes the plan was made with
+  std::int64_t grad_bytes = 0;          // the sum of its stages' grad_bytes
   bool feasible = false;                // peak_bytes <= budget_bytes
   std::int64_t min_feasible_bytes = 0;  // the least budget at which this strategy finds a plan
   std::int64_t peak_bytes = 0;          // simulate(chain, plan).peak_bytes

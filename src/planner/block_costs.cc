@@ -11,6 +11,10 @@ BlockCosts::BlockCosts(const Chain& chain, bool default_only)
       fixed_bytes_(chain.fixed_bytes),
       default_only_(default_only) {
   out_.assign(stages_ + 1, 0);
+  grads_after_.assign(stages_ + 1, 0);
+  for (int i = stages_ - 1; i >= 0; --i) {
+    grads_after_[i] = grads_after_[i + 1] + chain.stages[i].grad_bytes;
+  }
   first_.assign(stages_ + 2, 0);
   std::size_t total = 0;
   for (const Stage& stage : chain.stages) total += default_only ? 1 : stage.variants.size();
@@ -27,7 +31,7 @@ BlockCosts::BlockCosts(const Chain& chain, bool default_only)
       if (c.out_bytes != variants[0].out_bytes) exact_ = false;
       saved_.push_back(c.saved_bytes);
       fwd_peak_.push_back(c.fwd_peak);
-      bwd_peak_.push_back(c.bwd_peak);
+      bwd_peak_.push_back(c.bwd_peak + grads_after_[i]);
       fwd_time_.push_back(c.fwd_time);
       bwd_time_.push_back(c.bwd_time);
     }

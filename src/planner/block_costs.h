@@ -7,12 +7,16 @@
 //
 //   peak = fixed_bytes + max( max over blocks B of P(B) + local(B),  P(all blocks) + 2 o(L) )
 //
-// where local(B) depends only on the block's own stages and variants and on o(a-1):
-//   kept stage i:  o(i-1) + s(i) + o(i) + max(f(i), o(i-1) + b(i))
+// where local(B) depends only on the block's own stages and variants, on o(a-1), and on G(i), the
+// gradients the backward of stages i..L creates (g(i) + ... + g(L), g = Stage::grad_bytes,
+// G(L+1) = 0), which the stages after a block have made before its backward begins:
+//   kept stage i:  o(i-1) + s(i) + o(i) + max(f(i), o(i-1) + b(i) + G(i+1))
 //   segment a..b:  o(a-1) + max( max over j of [j > a] o(j-1) + o(j) + f(j),   forward
-//                                o(b) + max over j of S(j) + f(j),            recomputation
-//                                max over j of S(j) + o(j-1) + b(j) )         backward
+//                                o(b) + G(b+1) + max over j of S(j) + f(j),   recomputation
+//                                max over j of S(j) + o(j-1) + b(j) + G(j+1) ) backward
 //                  with j running over a..b and S(j) = sum over k = a..j of s(k) + o(k).
+// BlockCosts stores b(j) + G(j+1) as bwd_peak(j, v), and end_held(b) = o(b) + G(b+1), so that
+// each term above keeps the form it has without gradients.
 // Time is a sum over blocks: fwd_time + bwd_time per kept stage, 2 fwd_time + bwd_time per
 // checkpointed stage. So whether a plan fits depends only on the running sum P at each block's
 // start, which is what makes CheckpointDp exact. The tests check this identity against simulate()
@@ -58,7 +62,12 @@ class BlockCosts {
   int variant_count(int i) const { return first_[i + 1] - first_[i]; }
   std::int64_t saved(int i, int v) const { return saved_[first_[i] + v]; }
   std::int64_t fwd_peak(int i, int v) const { return fwd_peak_[first_[i] + v]; }
+  // b(i) + G(i+1): the variant's bwd_peak plus the gradients of the stages after i, live during
+  // its backward.
   std::int64_t bwd_peak(int i, int v) const { return bwd_peak_[first_[i] + v]; }
+  // o(b) + G(b+1): what a segment ending at stage b holds during its recomputation beside its
+  // own bytes, dx(b) and the gradients of the stages after b. For i in 0..L.
+  std::int64_t end_held(int b) const { return out_[b] + grads_after_[b]; }
   double fwd_time(int i, int v) const { return fwd_time_[first_[i] + v]; }
   double bwd_time(int i, int v) const { return bwd_time_[first_[i] + v]; }
 
@@ -87,8 +96,9 @@ class BlockCosts {
   std::int64_t fixed_bytes_;
   bool default_only_;
   bool exact_ = true;
-  std::vector<std::int64_t> out_;  // L + 1
-  std::vector<int> first_;         // L + 2: stage i's variants are [first_[i], first_[i + 1])
+  std::vector<std::int64_t> out_;          // L + 1
+  std::vector<std::int64_t> grads_after_;  // L + 1: G(i+1) at index i
+  std::vector<int> first_;  // L + 2: stage i's variants are [first_[i], first_[i + 1])
   std::vector<std::int64_t> saved_, fwd_peak_, bwd_peak_;
   std::vector<double> fwd_time_, bwd_time_;
 };
@@ -117,12 +127,12 @@ class SegmentScan {
   int first() const { return first_; }
   int last() const { return last_; }
   // The block numbers of segment first()..last().
-  std::int64_t local() const { return partial_local(costs_->out(last_)); }
-  // local() of the stages so far, were the segment to end at a stage whose output is
-  // `last_out` bytes. Every term only grows as the segment goes on.
-  std::int64_t partial_local(std::int64_t last_out) const {
+  std::int64_t local() const { return partial_local(costs_->end_held(last_)); }
+  // local() of the stages so far, were the segment to end at a stage b with
+  // BlockCosts::end_held(b) = `end_held`. Every term only grows as the segment goes on.
+  std::int64_t partial_local(std::int64_t end_held) const {
     std::int64_t m = max_forward_;
-    if (last_out + max_recompute_ > m) m = last_out + max_recompute_;
+    if (end_held + max_recompute_ > m) m = end_held + max_recompute_;
     if (max_backward_ > m) m = max_backward_;
     return input_ + m;
   }

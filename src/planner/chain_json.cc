@@ -65,6 +65,8 @@ class Fields {
     return v.get<std::int64_t>();
   }
 
+  bool has(const char* field) const { return object_.find(field) != object_.end(); }
+
   double seconds(const char* field) const {
     const json& v = at(field);
     if (!v.is_number() || v.get<double>() < 0.0) {
@@ -119,9 +121,10 @@ VariantCosts parse_variant(const json& value, const std::string& where) {
 Stage parse_stage(const json& value, const std::string& where) {
   const Fields f(value, where);
   f.require_object("a stage");
-  f.only({"name", "variants"});
+  f.only({"name", "variants", "grad_bytes"});
   Stage stage;
   stage.name = f.string("name");
+  if (f.has("grad_bytes")) stage.grad_bytes = f.bytes("grad_bytes");
   const json& variants = f.at("variants");
   if (!variants.is_array() || variants.empty()) {
     f.fail("\"variants\" must be a non-empty array; the first variant is the default one");
@@ -188,6 +191,7 @@ std::string chain_to_json(const Chain& chain) {
       variants.push_back(std::move(v));
     }
     s["variants"] = std::move(variants);
+    if (stage.grad_bytes != 0) s["grad_bytes"] = stage.grad_bytes;
     stages.push_back(std::move(s));
   }
   root["stages"] = std::move(stages);

@@ -6,8 +6,9 @@
 //                              "fwd_peak": 0, "bwd_peak": 0, "fwd_time": 0.0,
 //                              "bwd_time": 0.0}]}]}
 //
-// Bytes are non-negative integers, times non-negative seconds; every field is required and no
-// other field is allowed (a misspelt field is an error, not a silent zero).
+// A stage may also have "grad_bytes" (Stage::grad_bytes; 0 when absent, and written only when not
+// 0). Bytes are non-negative integers, times non-negative seconds; every other field is required
+// and no other field is allowed (a misspelt field is an error, not a silent zero).
 #pragma once
 
 #include <string>

@@ -89,6 +89,11 @@ void validate_chain(const Chain& chain, std::string_view source) {
       throw ConfigError(fmt::format("{}: \"name\" repeats an earlier stage's name",
                                     stage_where(chain, source, i)));
     }
+    if (stage.grad_bytes < 0) {
+      throw ConfigError(
+          fmt::format("{}: \"grad_bytes\" must be a non-negative number of bytes, got {}",
+                      stage_where(chain, source, i), stage.grad_bytes));
+    }
     if (stage.variants.empty()) {
       throw ConfigError(
           fmt::format("{}: \"variants\" is empty; a stage needs at least its default variant",

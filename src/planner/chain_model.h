@@ -11,10 +11,10 @@
 namespace monet {
 
 // Throws ConfigError, prefixed with `source` and naming the stage (index and name), the variant
-// and the field, for: a chain without stages, a negative fixed_bytes, a stage without variants,
-// an empty or repeated stage or variant name, a negative byte count, or a negative or non-finite
-// time. Variants of a stage may disagree on out_bytes (predictions are noisy); the planner then
-// plans with the largest.
+// and the field, for: a chain without stages, a negative fixed_bytes or grad_bytes, a stage
+// without variants, an empty or repeated stage or variant name, a negative byte count, or a
+// negative or non-finite time. Variants of a stage may disagree on out_bytes (predictions are
+// noisy); the planner then plans with the largest.
 void validate_chain(const Chain& chain, std::string_view source = "chain");
 
 // Throws std::invalid_argument unless `plan` has one entry per stage of `chain` and every variant

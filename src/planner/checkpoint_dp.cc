@@ -141,7 +141,7 @@ bool CheckpointDp::lean_fits(int a, int b, std::int64_t limit, std::vector<int>*
       const std::int64_t s = costs_.saved(j, v);
       const std::int64_t held = sum + s + costs_.out(j);
       if (in + costs_.out(j) + costs_.fwd_peak(j, v) > room) continue;
-      if (held + costs_.fwd_peak(j, v) + costs_.out(b) > room) continue;
+      if (held + costs_.fwd_peak(j, v) + costs_.end_held(b) > room) continue;
       if (held + costs_.out(j - 1) + costs_.bwd_peak(j, v) > room) continue;
       if (pick < 0 || s < costs_.saved(j, pick)) pick = v;
     }
@@ -261,7 +261,7 @@ bool CheckpointDp::add_segment_options(int start, int b, std::int64_t headroom) 
   const std::int64_t input = costs_.out(start - 1);
   const std::int64_t least_retained = sweep_.least_retained(start) - input;
   const double fastest = sweep_.fastest(start);
-  const std::int64_t output = costs_.out(b);
+  const std::int64_t output = costs_.end_held(b);  // dx(b) and the later stages' gradients
   const std::size_t layers = choices_.segment.size();
   Growth* growth = growth_.data() + static_cast<std::size_t>(start) * layers;
   const LayerStep* step = steps_.data() + static_cast<std::size_t>(b);

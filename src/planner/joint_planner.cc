@@ -128,8 +128,8 @@ class SegmentSearch {
     for (int v : options_[j - 1]) {
       SegmentScan next = scan;
       next.extend(v);
-      // Every term of local() only grows as the segment goes on, and o(last) is known.
-      if (next.partial_local(costs_.out(last_)) > limit_) continue;
+      // Every term of local() only grows as the segment goes on, and end_held(last) is known.
+      if (next.partial_local(costs_.end_held(last_)) > limit_) continue;
       current_[j - first_] = v;
       search(j + 1, next);
     }

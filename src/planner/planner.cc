@@ -93,6 +93,7 @@ PlanResult Planner::try_plan(const Chain& chain, std::int64_t budget_bytes) cons
   result.strategy = strategy_;
   result.budget_bytes = budget_bytes;
   result.fixed_bytes = chain.fixed_bytes;
+  for (const Stage& stage : chain.stages) result.grad_bytes += stage.grad_bytes;
   result.min_feasible_bytes = outcome.min_feasible_bytes;
   result.plan_us = std::chrono::duration<double, std::micro>(stop - start).count();
   const Simulation sim = simulate(chain, outcome.plan);

@@ -33,7 +33,7 @@ class Walk {
       for (int j = k; j >= first; --j) backward(j);
       k = first - 1;
     }
-    assert(live_ == chain_.fixed_bytes);
+    assert(live_ == chain_.fixed_bytes + grads_);
     return sim_;
   }
 
@@ -76,6 +76,8 @@ class Walk {
     live_ += out(k - 1);  // dx of the input
     high_point(SimPhase::kBackward, k, live_ + c.bwd_peak);
     live_ -= c.saved_bytes + out(k - 1) + c.out_bytes;  // saved, the input, and dx(k)
+    live_ += chain_.stages[k].grad_bytes;               // its parameters' new gradients stay
+    grads_ += chain_.stages[k].grad_bytes;
     sim_.time += c.bwd_time;
   }
 
@@ -83,6 +85,7 @@ class Walk {
   const Plan& plan_;
   std::vector<SimStep>* steps_;
   std::int64_t live_;
+  std::int64_t grads_ = 0;  // the gradients backward has created so far
   Simulation sim_;
 };
 

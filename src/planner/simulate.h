@@ -18,9 +18,10 @@
 //   Stage i allocates x(i), and s(i) if kept (a checkpointed stage runs without saving anything);
 //   its high point is that plus f(i). Then x(i-1) is freed unless stage i retains it.
 // Turn. dx(L) is allocated while x(L) is live (the high point), then x(L) is freed.
-// Backward, i = L..1, holding dx(i) and what stages 1..i retain.
+// Backward, i = L..1, holding dx(i), what stages 1..i retain, and g(i+1) + ... + g(L), the
+// gradients the backward of the stages after i created (g(i) = Stage::grad_bytes).
 //   Kept stage i: allocates dx(i-1); its high point is that plus b(i); then frees s(i), x(i-1) and
-//   dx(i).
+//   dx(i), and keeps g(i) (b(i) already counts it at the high point).
 //   Segment a..b, reached at i = b: recomputes stages a..b from x(a-1), each allocating x(j) and
 //   s(j) with high point plus f(j), like a kept stage's forward; frees the recomputed x(b), which
 //   backward does not need; then runs the backward of stages b..a exactly as for kept stages.

@@ -95,12 +95,12 @@ class RuntimeImpl {
         const PlanResult plan = plan_for(input, plan_shape, pool, &measuring);
         planned_for = plan.budget_bytes;
         last_.predicted_peak_bytes = predicted_peak(shape, plan.plan, pool);
-        const std::int64_t fixed = fixed_bytes(pool);
+        const Held before = held(pool);
         const Mark mark = pool.mark();
         at::Tensor loss = run_plan(stages_, plan.plan, input, anchor_);
         loss.backward();
         last_.measured_peak_bytes = static_cast<std::int64_t>(pool.peak_requested_since(mark));
-        if (!options_.plan_once) feedback(shape, plan, fixed);
+        if (!options_.plan_once) feedback(shape, plan, before);
         ++stats_.steps;
         stats_.max_measured_peak_bytes =
             std::max(stats_.max_measured_peak_bytes, last_.measured_peak_bytes);
@@ -251,19 +251,56 @@ class RuntimeImpl {
         budget - std::max(budget * margin_for(key, learned), static_cast<double>(kMarginFloor)));
   }
 
-  // Parameters, their gradients, the optimizer's state and the batch: everything in use now,
-  // plus the gradients backward will create.
-  std::int64_t fixed_bytes(CachingAllocator& pool) const {
-    std::int64_t bytes = static_cast<std::int64_t>(pool.stats().requested_bytes);
+  // Parameters, the gradients that exist, the optimizer's state and the batch: everything in use
+  // now, which stays through the step.
+  static std::int64_t fixed_bytes(CachingAllocator& pool) {
+    return static_cast<std::int64_t>(pool.stats().requested_bytes);
+  }
+
+  // Per stage, the bytes of the gradients its backward will create and that stay to the step's
+  // end: those of its parameters without a gradient now (zero_grad with set_to_none, LibTorch
+  // 2.x's default). A parameter shared by stages gets its gradient in the last one's backward,
+  // which runs first.
+  std::vector<std::int64_t> new_grad_bytes() const {
+    std::vector<std::int64_t> bytes(stages_.size(), 0);
     std::unordered_set<const void*> seen;
-    for (const RuntimeStage& s : stages_) {
-      for (const at::Tensor& p : s.parameters) {
+    for (std::size_t k = stages_.size(); k-- > 0;) {
+      for (const at::Tensor& p : stages_[k].parameters) {
         if (!p.grad().defined() && seen.insert(p.unsafeGetTensorImpl()).second) {
-          bytes += static_cast<std::int64_t>(p.nbytes());
+          bytes[k] += static_cast<std::int64_t>(p.nbytes());
         }
       }
     }
     return bytes;
+  }
+
+  // What stays from the steps before this one, as a plan counts it: fixed bytes, and the
+  // gradients backward will create.
+  struct Held {
+    std::int64_t fixed = 0;
+    std::int64_t new_grads = 0;
+  };
+  Held held(CachingAllocator& pool) const {
+    Held h{fixed_bytes(pool), 0};
+    for (std::int64_t b : new_grad_bytes()) h.new_grads += b;
+    return h;
+  }
+
+  // Sets the chain's fixed_bytes and each stage's grad_bytes to what holds now.
+  void set_held(Chain* chain, CachingAllocator& pool) const {
+    chain->fixed_bytes = fixed_bytes(pool);
+    const std::vector<std::int64_t> grads = new_grad_bytes();
+    for (std::size_t k = 0; k < chain->stages.size() && k < grads.size(); ++k) {
+      chain->stages[k].grad_bytes = grads[k];
+    }
+  }
+
+  // `plan`'s peak were it run with `now` held: what the fixed bytes grew by counts in full, and
+  // so do gradients that now exist from the start where the plan had them made in backward (an
+  // upper bound: a gradient made earlier can only raise the peak by its size).
+  static std::int64_t peak_with(const PlanResult& plan, const Held& now) {
+    return plan.peak_bytes + (now.fixed - plan.fixed_bytes) +
+           std::max<std::int64_t>(0, now.new_grads - plan.grad_bytes);
   }
 
   at::Tensor plain_forward(const at::Tensor& input) {
@@ -282,14 +319,14 @@ class RuntimeImpl {
     for (std::size_t k = 0; k < chain.stages.size(); ++k) {
       if (plan.stages[k].variant >= static_cast<int>(chain.stages[k].variants.size())) return 0;
     }
-    chain.fixed_bytes = fixed_bytes(pool);
+    set_held(&chain, pool);
     return simulate(chain, plan).peak_bytes;
   }
 
   // A cached plan no longer fits: the bytes that stay between steps grew since it was made, by
   // more than the room it left under its budget.
   bool outgrown(const PlanResult& plan, CachingAllocator& pool) const {
-    return plan.peak_bytes + (fixed_bytes(pool) - plan.fixed_bytes) > plan.budget_bytes;
+    return peak_with(plan, held(pool)) > plan.budget_bytes;
   }
 
   // Every stage kept in its default variant.
@@ -357,7 +394,7 @@ class RuntimeImpl {
       cache = &exact_cache_;
       cache_key = &exact;
     }
-    chain.fixed_bytes = fixed_bytes(pool);
+    set_held(&chain, pool);
     if (log_level() >= LogLevel::kDebug) {
       log(LogLevel::kDebug, "chain of shape {}: {}", join_dims(shape), chain_to_json(chain));
     }
@@ -557,12 +594,12 @@ class RuntimeImpl {
     predictor_ = std::make_unique<Predictor>(std::move(layout));
   }
 
-  // `fixed`: the bytes that stayed from the steps before this one, as the plan counts them; what
-  // they grew by since the plan was made (an optimizer's first state) is no fault of the chain.
-  void feedback(const Shape& shape, const PlanResult& plan, std::int64_t fixed) {
+  // `before`: what stayed from the steps before this one, as the plan counts it; what it grew by
+  // since the plan was made (an optimizer's first state) is no fault of the chain.
+  void feedback(const Shape& shape, const PlanResult& plan, const Held& before) {
     if (options_.budget_bytes == 0 || plan.peak_bytes == 0) return;
     const double tolerance = cache_.options().peak_tolerance;
-    const std::int64_t planned = plan.peak_bytes + (fixed - plan.fixed_bytes);
+    const std::int64_t planned = peak_with(plan, before);
     if (static_cast<double>(last_.measured_peak_bytes) >
         static_cast<double>(planned) * (1.0 + tolerance)) {
       const ShapeKey key(shape);

@@ -39,6 +39,24 @@ TEST(BlockCosts, PeakAndTimeEqualSimulate) {
   }
 }
 
+// The same where stages create gradients in backward (Stage::grad_bytes): the block form
+// counts them from each block's recomputation and backward on.
+TEST(BlockCosts, PeakAndTimeEqualSimulateWithGradients) {
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 3000; ++trial) {
+    testing::RandomChainOptions options;
+    options.stages = 1 + trial % 16;
+    options.max_variants = 3;
+    options.max_grad_bytes = trial % 3 == 0 ? 40 : 400;
+    const Chain chain = testing::random_chain(rng, options);
+    const BlockCosts costs(chain, /*default_only=*/false);
+    const Plan plan = random_plan(rng, chain, false);
+    const Simulation sim = simulate(chain, plan);
+    ASSERT_EQ(costs.peak(plan), sim.peak_bytes) << "trial " << trial;
+    ASSERT_NEAR(costs.time(plan), sim.time, 1e-9 * sim.time) << "trial " << trial;
+  }
+}
+
 TEST(BlockCosts, LargestOutputNeverUnderestimates) {
   std::mt19937_64 rng(2);
   for (int trial = 0; trial < 2000; ++trial) {

@@ -59,6 +59,20 @@ TEST(ChainJson, RoundTrips) {
   EXPECT_EQ(back.stages[4].variants[0].fwd_time, chain.stages[4].variants[0].fwd_time);
 }
 
+// A stage's "grad_bytes" is optional: 0 when absent, written only when not 0.
+TEST(ChainJson, GradBytesAreOptional) {
+  EXPECT_EQ(parse_chain_json(kGood).stages[0].grad_bytes, 0);
+  EXPECT_EQ(chain_to_json(parse_chain_json(kGood)).find("grad_bytes"), std::string::npos);
+  const std::string with =
+      replaced(kGood, "{\"name\": \"block1\",", "{\"name\": \"block1\", \"grad_bytes\": 64,");
+  const Chain chain = parse_chain_json(with);
+  EXPECT_EQ(chain.stages[1].grad_bytes, 64);
+  EXPECT_EQ(parse_chain_json(chain_to_json(chain)).stages[1].grad_bytes, 64);
+  EXPECT_EQ(error_of(replaced(with, "64", "-64")),
+            "c.json: stages[1] \"block1\": \"grad_bytes\" must be a non-negative integer "
+            "(bytes), got -64");
+}
+
 TEST(ChainJson, ErrorsNameTheStageTheVariantAndTheField) {
   EXPECT_EQ(error_of(replaced(kGood, "\"saved_bytes\": 2,", "\"saved_bytes\": -2,")),
             "c.json: stages[1] \"block1\": variants[1] \"lean\": \"saved_bytes\" must be a "

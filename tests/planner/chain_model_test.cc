@@ -64,6 +64,11 @@ TEST(ValidateChain, RejectsEmptyAndRepeatedThings) {
   chain = two_stages();
   chain.fixed_bytes = -1;
   EXPECT_NE(error_of(chain).find("fixed_bytes"), std::string::npos);
+  chain = two_stages();
+  chain.stages[1].grad_bytes = -8;
+  EXPECT_NE(error_of(chain).find("stages[1] \"b\": \"grad_bytes\" must be a non-negative number "
+                                 "of bytes, got -8"),
+            std::string::npos);
 }
 
 TEST(ValidateChain, VariantsMayDisagreeOnOutputSize) {

@@ -71,6 +71,33 @@ TEST(CheckpointDp, ExactlyOptimalAmongCheckpointPlans) {
   EXPECT_GT(infeasible, 20);
 }
 
+// The same where stages create gradients in backward (Stage::grad_bytes), which make the late
+// stages' recomputation dearer than the early ones'.
+TEST(CheckpointDp, ExactlyOptimalWithGradientsMadeInBackward) {
+  std::mt19937_64 rng(16);
+  int cases = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    testing::RandomChainOptions options;
+    options.stages = 1 + trial % 9;
+    options.max_grad_bytes = 300;
+    const Chain chain = testing::random_chain(rng, options);
+    const std::int64_t least = least_peak(chain);
+    const std::int64_t most = simulate(chain, uniform_plan(chain, false)).peak_bytes;
+    const std::int64_t budget =
+        trial % 10 == 0 ? least - 1 : testing::random_budget(rng, least, std::max(least, most));
+    const StrategyOutcome dp = plan_dp(chain, budget);
+    const testing::Optimum truth = testing::brute_force_optimum(chain, budget, true);
+    ASSERT_EQ(dp.min_feasible_bytes, least) << "trial " << trial;
+    ASSERT_EQ(dp.feasible, truth.feasible) << "trial " << trial;
+    if (!truth.feasible) continue;
+    const Simulation sim = simulate(chain, dp.plan);
+    ASSERT_LE(sim.peak_bytes, budget) << "trial " << trial;
+    ASSERT_NEAR(sim.time, truth.time, 1e-9 * truth.time) << "trial " << trial;
+    ++cases;
+  }
+  EXPECT_GT(cases, 150);
+}
+
 TEST(CheckpointDp, BudgetAtTheLeastFeasibleFits) {
   std::mt19937_64 rng(12);
   for (int trial = 0; trial < 200; ++trial) {

@@ -79,6 +79,33 @@ TEST(JointPlanner, WithinOnePercentOfTheExhaustiveOptimum) {
               optimal, 100.0 * worst);
 }
 
+// The same target where stages create gradients in backward (Stage::grad_bytes), judged by the
+// brute force itself (it reads simulate() only), on chains small enough for it.
+TEST(JointPlanner, WithinOnePercentWithGradientsMadeInBackward) {
+  std::mt19937_64 rng(27);
+  for (int trial = 0; trial < 120; ++trial) {
+    testing::RandomChainOptions options;
+    options.stages = 1 + trial % 5;
+    options.min_variants = 2;
+    options.max_variants = 3;
+    options.max_grad_bytes = 300;
+    const Chain chain = testing::random_chain(rng, options);
+    const std::int64_t least = plan_monet(chain, 0).min_feasible_bytes;
+    const std::int64_t budget =
+        testing::random_budget(rng, least, std::max(least, keep_all_peak(chain)));
+    const testing::Optimum brute = testing::brute_force_optimum(chain, budget, false);
+    const testing::Optimum fast = testing::block_search_optimum(chain, budget, false);
+    ASSERT_TRUE(brute.feasible) << "trial " << trial;
+    ASSERT_NEAR(fast.time, brute.time, 1e-9 * brute.time) << "trial " << trial;
+    const StrategyOutcome monet = plan_monet(chain, budget);
+    ASSERT_TRUE(monet.feasible) << "trial " << trial;
+    const Simulation sim = simulate(chain, monet.plan);
+    ASSERT_LE(sim.peak_bytes, budget) << "trial " << trial;
+    EXPECT_LE(sim.time / brute.time - 1.0, 0.01) << "trial " << trial;
+    EXPECT_LE(least, testing::exact_least_budget(chain, false) * 101 / 100) << "trial " << trial;
+  }
+}
+
 // Its least feasible budget is where it starts to fit, and no higher than dp's.
 TEST(JointPlanner, LeastFeasibleBudgetFits) {
   std::mt19937_64 rng(23);

@@ -40,6 +40,10 @@ Chain random_chain(std::mt19937_64& rng, const RandomChainOptions& options) {
       }
       stage.variants.push_back(c);
     }
+    if (options.max_grad_bytes > 0) {
+      stage.grad_bytes =
+          std::uniform_int_distribution<std::int64_t>(0, options.max_grad_bytes)(rng);
+    }
     chain.stages.push_back(std::move(stage));
   }
   return chain;

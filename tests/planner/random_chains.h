@@ -16,6 +16,9 @@ struct RandomChainOptions {
   // When false, extra variants also change out_bytes (as noisy predictions do).
   bool same_out_bytes = true;
   std::int64_t fixed_bytes = 1000;
+  // When above 0, each stage's grad_bytes is drawn from 0..max_grad_bytes (after its variants,
+  // so that chains drawn without it are unchanged).
+  std::int64_t max_grad_bytes = 0;
 };
 
 // Sizes are small integers (tens to hundreds of bytes), times a few seconds: the planner only

@@ -52,6 +52,27 @@ TEST(Simulate, KeepEverything) {
   EXPECT_DOUBLE_EQ(sim.time, 9.0);
 }
 
+// Gradients created in backward (Stage::grad_bytes) are live from their stage's backward on:
+// never in the forward or the turn, in every later backward and recomputation.
+TEST(Simulate, GradientsStayFromTheirStagesBackward) {
+  Chain chain = three_stages();
+  chain.stages[0].grad_bytes = 50;
+  chain.stages[1].grad_bytes = 60;
+  chain.stages[2].grad_bytes = 70;
+  std::vector<SimStep> steps;
+  Simulation sim = simulate(chain, plan_of({false, false, false}), &steps);
+  // As KeepEverything, with c's 70 from b's backward on and b's 60 at a's.
+  EXPECT_EQ(live_of(steps), (std::vector<std::int64_t>{135, 200, 218, 220, 249, 280, 267}));
+  EXPECT_EQ(sim.peak_bytes, 280);
+  EXPECT_EQ(sim.peak_step.stage, 1);
+  steps.clear();
+  sim = simulate(chain, plan_of({false, true, false}), &steps);
+  // As OneStageSegmentRecomputesInBackward: b's recomputation and backward hold c's 70.
+  EXPECT_EQ(live_of(steps), (std::vector<std::int64_t>{135, 160, 178, 180, 209, 300, 280, 267}));
+  EXPECT_EQ(sim.peak_step.phase, SimPhase::kRecompute);
+  EXPECT_EQ(sim.peak_bytes, 300);
+}
+
 TEST(Simulate, OneStageSegmentRecomputesInBackward) {
   std::vector<SimStep> steps;
   const Simulation sim = simulate(three_stages(), plan_of({false, true, false}), &steps);
