@@ -418,7 +418,7 @@ class RuntimeImpl {
         least.budget_bytes = budget;
         plan = std::move(least);
       } else {
-        plan.min_feasible_bytes = least.min_feasible_bytes;
+        plan.min_feasible_bytes = std::max(least.min_feasible_bytes, least_with_grads_held(chain));
         throw infeasible(shape, key, plan);
       }
     }
@@ -439,6 +439,20 @@ class RuntimeImpl {
     }
     p.min_feasible_bytes = least;
     return p;
+  }
+
+  // The least feasible budget were the gradients the chain has made in backward held from the
+  // step's start instead, as they are from the second step on when an optimizer zeroes them
+  // rather than setting them to none: a budget named to the user must hold every step. 0 when
+  // the chain makes none.
+  std::int64_t least_with_grads_held(const Chain& chain) const {
+    Chain held = chain;
+    for (Stage& stage : held.stages) {
+      held.fixed_bytes += stage.grad_bytes;
+      stage.grad_bytes = 0;
+    }
+    if (held.fixed_bytes == chain.fixed_bytes) return 0;
+    return least_plannable(held, planner_.try_plan(held, 0)).min_feasible_bytes;
   }
 
   void report_plan(const PlanResult& plan) {
