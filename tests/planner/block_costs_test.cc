@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <random>
 
 #include "planner/simulate.h"
@@ -22,13 +23,16 @@ Plan random_plan(std::mt19937_64& rng, const Chain& chain, bool default_only) {
   return plan;
 }
 
-// The identity of block_costs.h, on which the dynamic programs' exactness rests.
-TEST(BlockCosts, PeakAndTimeEqualSimulate) {
-  std::mt19937_64 rng(1);
-  for (int trial = 0; trial < 5000; ++trial) {
+// The identity of block_costs.h, on which the dynamic programs' exactness rests, on `trials`
+// random chains and plans; with gradients made in backward (Stage::grad_bytes) when
+// `max_grad_bytes` is above 0.
+void expect_block_form_is_simulate(std::uint64_t seed, int trials, std::int64_t max_grad_bytes) {
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < trials; ++trial) {
     testing::RandomChainOptions options;
     options.stages = 1 + trial % 16;
     options.max_variants = 3;
+    options.max_grad_bytes = trial % 3 == 0 ? max_grad_bytes / 10 : max_grad_bytes;
     const Chain chain = testing::random_chain(rng, options);
     const BlockCosts costs(chain, /*default_only=*/false);
     ASSERT_TRUE(costs.exact());
@@ -39,22 +43,11 @@ TEST(BlockCosts, PeakAndTimeEqualSimulate) {
   }
 }
 
-// The same where stages create gradients in backward (Stage::grad_bytes): the block form
-// counts them from each block's recomputation and backward on.
+TEST(BlockCosts, PeakAndTimeEqualSimulate) { expect_block_form_is_simulate(1, 5000, 0); }
+
+// Gradients made in backward count from each block's recomputation and backward on.
 TEST(BlockCosts, PeakAndTimeEqualSimulateWithGradients) {
-  std::mt19937_64 rng(3);
-  for (int trial = 0; trial < 3000; ++trial) {
-    testing::RandomChainOptions options;
-    options.stages = 1 + trial % 16;
-    options.max_variants = 3;
-    options.max_grad_bytes = trial % 3 == 0 ? 40 : 400;
-    const Chain chain = testing::random_chain(rng, options);
-    const BlockCosts costs(chain, /*default_only=*/false);
-    const Plan plan = random_plan(rng, chain, false);
-    const Simulation sim = simulate(chain, plan);
-    ASSERT_EQ(costs.peak(plan), sim.peak_bytes) << "trial " << trial;
-    ASSERT_NEAR(costs.time(plan), sim.time, 1e-9 * sim.time) << "trial " << trial;
-  }
+  expect_block_form_is_simulate(3, 3000, 400);
 }
 
 TEST(BlockCosts, LargestOutputNeverUnderestimates) {
