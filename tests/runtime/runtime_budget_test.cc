@@ -82,7 +82,7 @@ TEST(RuntimeBudget, DeepResNet33Percent) {
 // so the predicted step peaks match the measured ones (here within 1%), on a transformer with
 // heavy parameters. Counted from the step's start, as before, the same steps were predicted 38%
 // high on average (and BERT-base's on an H200 ~19%).
-TEST(RuntimeBudget, GradientsMadeInBackwardArePlannedWhereTheyAppear) {
+void predict_with_gradients_made_in_backward(const torch::Device& device) {
   install();
   workloads::TransformerConfig c;
   c.vocab = 1024;
@@ -93,12 +93,12 @@ TEST(RuntimeBudget, GradientsMadeInBackwardArePlannedWhereTheyAppear) {
   c.max_seq = 64;
   c.batch = 8;
   const auto w = workloads::make_transformer_workload(c);
-  const std::int64_t peak = workloads::unconstrained_peak(*w, 1).in_use_bytes;
-  CachingAllocator& pool = workloads::pool_for(torch::kCPU);
+  const std::int64_t peak = workloads::unconstrained_peak(*w, 1, device).in_use_bytes;
+  CachingAllocator& pool = workloads::pool_for(device);
   pool.release_cached();
   Options o;
   o.budget_bytes = peak * 2 / 3;  // its parameters leave little to plan below that
-  auto model = workloads::model_on(*w, 2, torch::kCPU);
+  auto model = workloads::model_on(*w, 2, device);
   std::int64_t grad_bytes = 0;
   for (const auto& p : model->parameters()) grad_bytes += static_cast<std::int64_t>(p.nbytes());
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01));
@@ -107,7 +107,8 @@ TEST(RuntimeBudget, GradientsMadeInBackwardArePlannedWhereTheyAppear) {
   int predicted = 0;
   double worst = 0.0, sum = 0.0;
   for (int i = 0; i < 30; ++i) {
-    const workloads::Batch b = i == 0 ? w->largest_batch() : w->batch(17, i);
+    const workloads::Batch b =
+        workloads::to_device(i == 0 ? w->largest_batch() : w->batch(17, i), device);
     for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
     rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
     optimizer.step();
@@ -122,13 +123,17 @@ TEST(RuntimeBudget, GradientsMadeInBackwardArePlannedWhereTheyAppear) {
   EXPECT_LE(pool.stats().peak_reserved_bytes, static_cast<std::size_t>(o.budget_bytes));
   ASSERT_GT(predicted, 15);
   std::printf(
-      "gradients made in backward: %.2f MiB of gradients, peak %.2f MiB; %d predicted steps, "
-      "mean |error| %.2f%%, worst %.2f%%\n",
-      static_cast<double>(grad_bytes) / (1 << 20), static_cast<double>(peak) / (1 << 20), predicted,
-      100.0 * sum / predicted, 100.0 * worst);
+      "gradients made in backward on %s: %.2f MiB of gradients, peak %.2f MiB; %d predicted "
+      "steps, mean |error| %.2f%%, worst %.2f%%\n",
+      device.str().c_str(), static_cast<double>(grad_bytes) / (1 << 20),
+      static_cast<double>(peak) / (1 << 20), predicted, 100.0 * sum / predicted, 100.0 * worst);
   EXPECT_LT(sum / predicted, 0.03);
   EXPECT_LT(worst, 0.08);
   pool.set_budget_bytes(0);
+}
+
+TEST(RuntimeBudget, GradientsMadeInBackwardArePlannedWhereTheyAppear) {
+  predict_with_gradients_made_in_backward(torch::kCPU);
 }
 
 // On a CUDA device: the budget caps monet's CUDA pool, and the runtime's measurement passes time
@@ -158,6 +163,9 @@ TEST_F(RuntimeBudgetCuda, Transformer33Percent) {
 TEST_F(RuntimeBudgetCuda, DeepResNet33Percent) {
   setenv("MONET_CUDA_SEGMENTS", "expandable", /*overwrite=*/0);
   train_within(*workloads::make_resnet_workload(), 0.33, 1000, cuda);
+}
+TEST_F(RuntimeBudgetCuda, GradientsMadeInBackwardArePlannedWhereTheyAppear) {
+  predict_with_gradients_made_in_backward(cuda);
 }
 
 }  // namespace
