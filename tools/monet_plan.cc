@@ -28,7 +28,8 @@ which operator variant each runs. Prints the plan with its simulated peak and ti
 
   --chain FILE   the chain as JSON: {"fixed_bytes": ..., "stages": [{"name": ..., "variants":
                  [{"name", "out_bytes", "saved_bytes", "fwd_peak", "bwd_peak", "fwd_time",
-                 "bwd_time"}, ...]}, ...]} (bytes, seconds; docs/planner.md)
+                 "bwd_time"}, ...]}, ...]} (bytes, seconds; docs/planner.md); a stage may add
+                 "grad_bytes", the gradients its backward makes that stay (default 0)
   --budget B     the memory budget, fixed_bytes included: bytes (1073741824), a size (8GiB, 8G,
                  7500MB, 512MiB), or a share of the chain's peak without checkpoints (33%)
   --strategy S   none, all, sqrt, greedy, dp or monet (default monet)
