@@ -145,6 +145,27 @@ step_monet-bench() {
     > "$logs/bench-warm/table.txt" 2> "$logs/bench-warm/log.txt"
   check "monet-bench --size gpu --warm $bench_args" $?
   tee -a "$out/summary.txt" < "$logs/bench-warm/table.txt"
+  bench_cells "$logs/bench-warm/results.json" | tee -a "$out/summary.txt"
+}
+
+# Per cell: measured and planned overhead, the predictor's signed error (> 0: predictions high)
+# and the share of a step the stages account for (measured ~ planned x share where the rest of
+# the step is what differs).
+bench_cells() {
+  [[ -f $1 ]] || return 0
+  /usr/bin/env python3 - "$1" <<'PY'
+import json, sys
+def pct(v):
+    return "-" if v is None else f"{100 * v:+.1f}%"
+for c in json.load(open(sys.argv[1])):
+    if c["strategy"] == "none":
+        continue
+    share = c.get("stage_share")
+    print(f'  {c["model"]:<12} {c["strategy"]:<7} {c["budget_percent"]:>3}%  measured '
+          f'{pct(c["overhead"]):>7}  planned {pct(c["planned_overhead"]):>7}  predictor bias '
+          f'{pct(c.get("predictor_bias")):>7}  stage share '
+          f'{"-" if share is None else format(share, ".2f")}')
+PY
 }
 
 step_ctest() {
