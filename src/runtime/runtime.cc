@@ -65,6 +65,28 @@ class RuntimeImpl {
     RuntimeStage loss;
     loss.name = fmt::format("{}:loss", stages_.size());
     stages_.push_back(std::move(loss));
+    // Each parameter once, with the last stage that uses it: its gradient is made in that stage's
+    // backward, which runs first. A parameter that earlier stages use too (tied weights) has
+    // autograd hold that stage's part of its gradient until theirs arrive, and sum them out of
+    // place in each earlier stage's backward: its bytes stay from the last stage's backward on
+    // (as a gradient made there, whether or not one exists), and come once more, transiently, in
+    // each earlier stage's backward.
+    std::unordered_map<const void*, std::size_t> owner;
+    shared_sum_bytes_.assign(stages_.size(), 0);
+    for (std::size_t k = stages_.size(); k-- > 0;) {
+      std::unordered_set<const void*> in_stage;
+      for (const at::Tensor& p : stages_[k].parameters) {
+        const void* id = p.unsafeGetTensorImpl();
+        if (!in_stage.insert(id).second) continue;
+        const auto [it, first] = owner.emplace(id, grad_owners_.size());
+        if (first) {
+          grad_owners_.push_back({k, p, false});
+        } else {
+          grad_owners_[it->second].shared = true;
+          shared_sum_bytes_[k] += static_cast<std::int64_t>(p.nbytes());
+        }
+      }
+    }
     anchor_ = at::zeros({1}).requires_grad_(true);
     // The runtime's budget is the allocator's: 0 lifts the cap.
     training_pool().set_budget_bytes(static_cast<std::size_t>(options_.budget_bytes));
@@ -259,16 +281,12 @@ class RuntimeImpl {
 
   // Per stage, the bytes of the gradients its backward will create and that stay to the step's
   // end: those of its parameters without a gradient now (zero_grad with set_to_none, LibTorch
-  // 2.x's default). A parameter shared by stages gets its gradient in the last one's backward,
-  // which runs first.
+  // 2.x's default), and of those earlier stages use too (see the constructor).
   std::vector<std::int64_t> new_grad_bytes() const {
     std::vector<std::int64_t> bytes(stages_.size(), 0);
-    std::unordered_set<const void*> seen;
-    for (std::size_t k = stages_.size(); k-- > 0;) {
-      for (const at::Tensor& p : stages_[k].parameters) {
-        if (!p.grad().defined() && seen.insert(p.unsafeGetTensorImpl()).second) {
-          bytes[k] += static_cast<std::int64_t>(p.nbytes());
-        }
+    for (const GradOwner& o : grad_owners_) {
+      if (o.shared || !o.parameter.grad().defined()) {
+        bytes[o.stage] += static_cast<std::int64_t>(o.parameter.nbytes());
       }
     }
     return bytes;
@@ -286,12 +304,15 @@ class RuntimeImpl {
     return h;
   }
 
-  // Sets the chain's fixed_bytes and each stage's grad_bytes to what holds now.
+  // Sets the chain's fixed_bytes and each stage's grad_bytes to what holds now, and adds the sums
+  // of shared parameters' gradients to the backward peaks of the stages that make them. The
+  // chain must come from the predictor or the measurement pass (not have them added already).
   void set_held(Chain* chain, CachingAllocator& pool) const {
     chain->fixed_bytes = fixed_bytes(pool);
     const std::vector<std::int64_t> grads = new_grad_bytes();
     for (std::size_t k = 0; k < chain->stages.size() && k < grads.size(); ++k) {
       chain->stages[k].grad_bytes = grads[k];
+      for (VariantCosts& v : chain->stages[k].variants) v.bwd_peak += shared_sum_bytes_[k];
     }
   }
 
@@ -678,6 +699,14 @@ class RuntimeImpl {
   PlanCache cache_;        // plans predicted for a bucket of shapes
   PlanCache exact_cache_;  // plans of measured shapes that the predictor cannot cover yet
   std::vector<RuntimeStage> stages_;
+  struct GradOwner {
+    std::size_t stage;  // the last stage that uses the parameter
+    at::Tensor parameter;
+    bool shared;  // earlier stages use it too
+  };
+  std::vector<GradOwner> grad_owners_;  // every parameter that requires grad, once
+  // Per stage: the bytes of the shared parameters' gradients its backward sums (constructor).
+  std::vector<std::int64_t> shared_sum_bytes_;
   at::Tensor anchor_;
   std::unique_ptr<Predictor> predictor_;
   std::unordered_map<ShapeKey, double, ShapeKeyHash> margin_extra_;  // per shape, from retries

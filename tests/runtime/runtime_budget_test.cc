@@ -136,6 +136,40 @@ TEST(RuntimeBudget, GradientsMadeInBackwardArePlannedWhereTheyAppear) {
   predict_with_gradients_made_in_backward(torch::kCPU);
 }
 
+// A parameter two stages use (tied weights): autograd holds the later stage's part of its
+// gradient until the earlier stage's arrives and sums them out of place. Without counting that,
+// the step peaks were one weight (gradients set to none) or two (zeroed) above the prediction,
+// and the shape was measured again at every step.
+TEST(RuntimeBudget, ASharedParametersGradientIsPredicted) {
+  install();
+  torch::nn::Linear shared(512, 512);
+  torch::nn::Sequential model(shared, torch::nn::ReLU(), shared, torch::nn::ReLU(),
+                              torch::nn::Linear(512, 8));
+  Options o;
+  o.budget_bytes = 64 << 20;
+  Runtime rt(model, o);
+  const torch::Tensor x = torch::randn({4, 512});
+  // Gradients set to none before each step, then zeroed (kept) from step to step.
+  for (bool none : {true, false}) {
+    for (int i = 0; i < 4; ++i) {
+      if (none) {
+        for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+      } else {
+        model->zero_grad();
+      }
+      rt.step(x, [](const torch::Tensor& out) { return out.square().mean(); });
+    }
+    const StepReport& r = rt.last_step();
+    ASSERT_GT(r.predicted_peak_bytes, 0) << (none ? "none" : "zeroed");
+    EXPECT_NEAR(static_cast<double>(r.predicted_peak_bytes),
+                static_cast<double>(r.measured_peak_bytes),
+                0.02 * static_cast<double>(r.measured_peak_bytes))
+        << (none ? "none" : "zeroed");
+  }
+  EXPECT_EQ(rt.stats().profiled_steps, 1);
+  workloads::pool_for(torch::kCPU).set_budget_bytes(0);
+}
+
 // On a CUDA device: the budget caps monet's CUDA pool, and the runtime's measurement passes time
 // stages by CUPTI's kernel records.
 class RuntimeBudgetCuda : public ::testing::Test {
