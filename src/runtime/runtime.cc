@@ -369,7 +369,9 @@ class RuntimeImpl {
     const ShapeKey key(shape);
     const ShapeKey exact(shape, 62);
     const bool remeasure = remeasure_.count(exact) > 0;
-    std::int64_t budget = plan_budget(key);
+    // What steps of this shape held beyond plans made on its own measurement is kept free too.
+    const std::int64_t unmodelled = unmodelled_for(exact);
+    std::int64_t budget = plan_budget(key) - unmodelled;
     last_.budget_bytes = budget;
     if (!remeasure) {
       const PlanResult* hit = cache_.find(key);
@@ -423,7 +425,7 @@ class RuntimeImpl {
     if (!plan.feasible && plan_budget(key, false) > budget) {
       // The margin learned from other shapes' retries is a guess for this one: where no plan
       // fits with it, plan with this shape's own.
-      budget = plan_budget(key, false);
+      budget = plan_budget(key, false) - unmodelled;
       last_.budget_bytes = budget;
       const double first_us = plan.plan_us;
       plan = planner_.try_plan(chain, budget);
@@ -439,7 +441,8 @@ class RuntimeImpl {
         least.budget_bytes = budget;
         plan = std::move(least);
       } else {
-        plan.min_feasible_bytes = std::max(least.min_feasible_bytes, least_with_grads_held(chain));
+        plan.min_feasible_bytes =
+            std::max(least.min_feasible_bytes, least_with_grads_held(chain)) + unmodelled;
         throw infeasible(shape, key, plan);
       }
     }
@@ -631,22 +634,41 @@ class RuntimeImpl {
 
   // `before`: what stayed from the steps before this one, as the plan counts it; what it grew by
   // since the plan was made (an optimizer's first state) is no fault of the chain.
+  // A step planned on a measurement of its own shape that still peaks above its plan has held
+  // what the memory model does not see (measuring again would give the same chain): that much is
+  // kept free for the shape from then on, instead of measuring it again at every step.
   void feedback(const Shape& shape, const PlanResult& plan, const Held& before) {
     if (options_.budget_bytes == 0 || plan.peak_bytes == 0) return;
     const double tolerance = cache_.options().peak_tolerance;
-    const std::int64_t planned = peak_with(plan, before);
+    const ShapeKey exact(shape, 62);
+    const std::int64_t planned = peak_with(plan, before) + unmodelled_for(exact);
     if (static_cast<double>(last_.measured_peak_bytes) >
         static_cast<double>(planned) * (1.0 + tolerance)) {
       const ShapeKey key(shape);
-      const bool dropped = cache_.erase(key) | exact_cache_.erase(ShapeKey(shape, 62));
+      const bool dropped = cache_.erase(key) | exact_cache_.erase(exact);
       if (dropped) ++stats_.dropped_plans;
-      remeasure_.insert(ShapeKey(shape, 62));
+      if (last_.profiled) {
+        unmodelled_[exact] = unmodelled_for(exact) + (last_.measured_peak_bytes - planned);
+        log(LogLevel::kWarn,
+            "shape {}: measured peak {} above the planned {}, on a measurement of this very "
+            "shape: {} the memory model does not see is kept free for it from now on",
+            last_.shape, format_bytes(last_.measured_peak_bytes),
+            format_bytes(static_cast<std::size_t>(planned)),
+            format_bytes(static_cast<std::size_t>(unmodelled_[exact])));
+        return;
+      }
+      remeasure_.insert(exact);
       log(LogLevel::kInfo,
           "shape {}: measured peak {} above the planned {}; its plan is dropped and the shape "
           "measured again",
           last_.shape, format_bytes(last_.measured_peak_bytes),
           format_bytes(static_cast<std::size_t>(planned)));
     }
+  }
+
+  std::int64_t unmodelled_for(const ShapeKey& exact) const {
+    const auto it = unmodelled_.find(exact);
+    return it == unmodelled_.end() ? 0 : it->second;
   }
 
   InfeasibleBudgetError infeasible(const Shape& shape, const ShapeKey& key,
@@ -715,6 +737,8 @@ class RuntimeImpl {
   // the same from shape to shape. A shape no plan fits with it plans with its own margin.
   double learned_extra_ = 0.0;
   std::unordered_set<ShapeKey, ShapeKeyHash> remeasure_;
+  // Per exact shape: bytes its steps held above plans made on its own measurement (feedback).
+  std::unordered_map<ShapeKey, std::int64_t, ShapeKeyHash> unmodelled_;
   std::optional<Shape> first_shape_;  // the shape every plan is for, under plan_once
   bool warm_start_tried_ = false;     // warm_start() runs once, before the first measurement
   bool clock_warned_ = false;         // said once that CUPTI could not time the stages

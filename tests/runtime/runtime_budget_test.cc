@@ -170,6 +170,42 @@ TEST(RuntimeBudget, ASharedParametersGradientIsPredicted) {
   workloads::pool_for(torch::kCPU).set_budget_bytes(0);
 }
 
+// A stage that allocates, in a training step, memory its measurement does not show (here a
+// temporary it makes only when its input is not a leaf, which it is in the measurement pass):
+// the shape's steps peak above plans made on its own measurement, so measuring it again would
+// change nothing. The excess is kept free for the shape instead, and it is measured once.
+struct HiddenTemporaryImpl : torch::nn::Module {
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (!x.is_leaf()) {
+      const torch::Tensor hog = torch::ones({1 << 20});  // 4 MiB, freed at once
+    }
+    return x;
+  }
+};
+TORCH_MODULE(HiddenTemporary);
+
+TEST(RuntimeBudget, WhatMeasurementsDoNotShowIsKeptFreeNotMeasuredAgain) {
+  install();
+  torch::nn::Sequential model(torch::nn::Linear(64, 64), HiddenTemporary(), torch::nn::ReLU(),
+                              torch::nn::Linear(64, 8));
+  Options o;
+  o.budget_bytes = 64 << 20;
+  Runtime rt(model, o);
+  const torch::Tensor x = torch::randn({4, 64});
+  for (int i = 0; i < 6; ++i) {
+    model->zero_grad();
+    rt.step(x, [](const torch::Tensor& out) { return out.square().mean(); });
+  }
+  const RuntimeStats stats = rt.stats();
+  EXPECT_EQ(stats.profiled_steps, 1);
+  EXPECT_EQ(stats.retries, 0);
+  const StepReport& r = rt.last_step();
+  EXPECT_GT(r.measured_peak_bytes, 4 << 20);
+  // The plan's budget left the 4 MiB free.
+  EXPECT_LE(r.budget_bytes, (64 << 20) - (4 << 20));
+  workloads::pool_for(torch::kCPU).set_budget_bytes(0);
+}
+
 // On a CUDA device: the budget caps monet's CUDA pool, and the runtime's measurement passes time
 // stages by CUPTI's kernel records.
 class RuntimeBudgetCuda : public ::testing::Test {
