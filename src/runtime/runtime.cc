@@ -632,11 +632,12 @@ class RuntimeImpl {
     predictor_ = std::make_unique<Predictor>(std::move(layout));
   }
 
-  // `before`: what stayed from the steps before this one, as the plan counts it; what it grew by
-  // since the plan was made (an optimizer's first state) is no fault of the chain.
-  // A step planned on a measurement of its own shape that still peaks above its plan has held
-  // what the memory model does not see (measuring again would give the same chain): that much is
-  // kept free for the shape from then on, instead of measuring it again at every step.
+  // Compares the step's measured peak with its plan's. `before`: what stayed from the steps
+  // before this one, as the plan counts it; what it grew by since the plan was made (an
+  // optimizer's first state) is no fault of the chain. A plan that fell short is dropped and its
+  // shape measured again, unless the plan was made on a measurement of this very step: measuring
+  // again would give the same chain, so what the memory model does not see is kept free for the
+  // shape from then on instead.
   void feedback(const Shape& shape, const PlanResult& plan, const Held& before) {
     if (options_.budget_bytes == 0 || plan.peak_bytes == 0) return;
     const double tolerance = cache_.options().peak_tolerance;
