@@ -66,7 +66,7 @@ class BlockCosts {
   // its backward.
   std::int64_t bwd_peak(int i, int v) const { return bwd_peak_[first_[i] + v]; }
   // o(b) + G(b+1): what a segment ending at stage b holds during its recomputation beside its
-  // own bytes, dx(b) and the gradients of the stages after b. For i in 0..L.
+  // own bytes, dx(b) and the gradients of the stages after b. For b in 0..L.
   std::int64_t end_held(int b) const { return out_[b] + grads_after_[b]; }
   double fwd_time(int i, int v) const { return fwd_time_[first_[i] + v]; }
   double bwd_time(int i, int v) const { return bwd_time_[first_[i] + v]; }
