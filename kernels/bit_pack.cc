@@ -148,11 +148,8 @@ at::Tensor pack_positive(const at::Tensor& t) {
     return mask;
   }
 #ifdef MONET_CUDA_KERNELS
-  // Callers pass relu's output, whose relu is itself: the launcher's y is scratch.
   c10::cuda::CUDAGuard guard(c.device());
-  at::Tensor scratch = at::empty_like(c);
-  cuda::launch_relu_pack(c.data_ptr<float>(), scratch.data_ptr<float>(), words_of(mask), c.numel(),
-                         stream_of(c));
+  cuda::launch_pack_positive(c.data_ptr<float>(), words_of(mask), c.numel(), stream_of(c));
 #endif
   return mask;
 }

@@ -87,19 +87,24 @@ TEST(KernelsCudaTest, ReluPackAndMaskSelect) {
   }
 }
 
-TEST(KernelsCudaTest, PackNonzeroAndUnpack) {
+TEST(KernelsCudaTest, PackNonzeroPositiveAndUnpack) {
   SKIP_WITHOUT_DEVICE();
   for (std::int64_t n : kSizes) {
     std::vector<float> t = random_floats(n, 3);
     for (float& v : t) v = v > 0.3f ? 0.0f : v;
+    t[0] = std::nanf("");  // nonzero, not positive
     DeviceBuffer<float> dt(t), out(n);
     DeviceBuffer<std::uint32_t> mask(mask_words(n));
+    DeviceBuffer<std::uint32_t> positive(mask_words(n));
     launch_pack_nonzero(dt.get(), mask.get(), n, nullptr);
+    launch_pack_positive(dt.get(), positive.get(), n, nullptr);
     launch_unpack(mask.get(), out.get(), n, nullptr);
     const auto m = mask.to_host();
+    const auto p = positive.to_host();
     const auto o = out.to_host();
     for (std::int64_t i = 0; i < n; ++i) {
       ASSERT_EQ(bit(m, i), t[i] != 0.0f) << i;
+      ASSERT_EQ(bit(p, i), t[i] > 0.0f) << i;
       ASSERT_EQ(o[i], t[i] != 0.0f ? 1.0f : 0.0f) << i;
     }
   }
