@@ -125,6 +125,41 @@ void unpack_loop(const std::uint32_t* words, std::int64_t n, const T* in, T one,
                    });
 }
 
+// out[i] = in[i] * (bit i ? scale : 0), for float and double: the zero is +0, so that x * 0 gives
+// what torch's multiply by a noise of 0 gives (-0 for a negative x, NaN for NaN and inf).
+template <typename T>
+void scale_loop(const std::uint32_t* words, std::int64_t n, const T* in, T scale, T* out) {
+  using L = Lanes<sizeof(T)>;
+  using Vec = typename L::Vec;
+  using Float = typename L::Float;
+  constexpr int kCount = 16 / sizeof(T);
+  Vec scales;
+  for (int j = 0; j < kCount; ++j) std::memcpy(&scales[j], &scale, sizeof(T));
+  at::parallel_for(
+      0, (n + kWordBits - 1) / kWordBits, kWordsPerTask, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t w = begin; w < end; ++w) {
+          const std::uint32_t word = words[w];
+          const std::int64_t first = w * kWordBits;
+          const std::int64_t count = std::min(kWordBits, n - first);
+          if (count == kWordBits) {
+#pragma GCC unroll 16
+            for (int g = 0; g < kWordBits / kCount; ++g) {
+              Float v;
+              std::memcpy(&v, in + first + g * kCount, sizeof(v));
+              const auto shifted = static_cast<typename L::Lane>(word >> (g * kCount));
+              const Vec kept = scales & reinterpret_cast<Vec>((shifted & L::kBits) != 0);
+              v *= reinterpret_cast<Float>(kept);
+              std::memcpy(out + first + g * kCount, &v, sizeof(v));
+            }
+          } else {
+            for (std::int64_t b = 0; b < count; ++b) {
+              out[first + b] = in[first + b] * (((word >> b) & 1u) ? scale : T(0));
+            }
+          }
+        }
+      });
+}
+
 template <typename Keep>
 void pack_cpu(const at::Tensor& c, const at::Tensor& mask, Keep keep) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, c.scalar_type(), "monet_pack", [&] {
@@ -205,6 +240,37 @@ at::Tensor mask_to_values(const at::Tensor& mask, const at::Tensor& like) {
 #ifdef MONET_CUDA_KERNELS
   c10::cuda::CUDAGuard guard(out.device());
   cuda::launch_unpack(words_of_const(mask), out.data_ptr<float>(), n, stream_of(out));
+#endif
+  return out;
+}
+
+at::Tensor scale_by_mask(const at::Tensor& x, const at::Tensor& mask, double keep) {
+  const at::Tensor c = x.contiguous();
+  const std::int64_t n = c.numel();
+  TORCH_CHECK(mask.numel() * kWordBits >= n, "monet: a mask of ", mask.numel(),
+              " words is too short for ", n, " elements");
+  if (on_cpu(c, "dropout")) {
+    if (c.scalar_type() != at::kFloat && c.scalar_type() != at::kDouble) {
+      // Half and bfloat16 round the noise and the product as torch does, through its own ops.
+      at::Tensor noise = mask_to_values(mask, c);
+      noise.div_(keep);
+      return c * noise;
+    }
+    at::Tensor out = at::empty_like(c, at::MemoryFormat::Contiguous);
+    AT_DISPATCH_FLOATING_TYPES(c.scalar_type(), "monet_scale", [&] {
+      // torch divides the noise's 1 by keep in the noise's dtype.
+      const scalar_t scale = scalar_t(1) / static_cast<scalar_t>(keep);
+      scale_loop(words_of_const(mask), n, c.data_ptr<scalar_t>(), scale, out.data_ptr<scalar_t>());
+    });
+    return out;
+  }
+  at::Tensor out = at::empty_like(c, at::MemoryFormat::Contiguous);
+#ifdef MONET_CUDA_KERNELS
+  c10::cuda::CUDAGuard guard(c.device());
+  // torch's CUDA divide by a scalar multiplies by its reciprocal, 1 / keep in float: the same.
+  cuda::launch_scale_by_mask(c.data_ptr<float>(), words_of_const(mask),
+                             1.0f / static_cast<float>(keep), out.data_ptr<float>(), n,
+                             stream_of(c));
 #endif
   return out;
 }

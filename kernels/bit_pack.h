@@ -21,6 +21,11 @@ at::Tensor pack_nonzero(const at::Tensor& t);
 at::Tensor select_by_mask(const at::Tensor& grad, const at::Tensor& mask);
 // A contiguous tensor of like's sizes and dtype: 1 where bit i is set, else 0.
 at::Tensor mask_to_values(const at::Tensor& mask, const at::Tensor& like);
+// Dropout's masking of x, bit for bit as torch's dropout computes it (noise = bit ? 1 : 0, noise
+// divided by keep in x's dtype, then x * noise): a contiguous tensor of x's sizes and dtype. One
+// pass over x for float and double, with no tensor of the noise; other dtypes build the noise.
+// keep = 1 - p, in (0, 1].
+at::Tensor scale_by_mask(const at::Tensor& x, const at::Tensor& mask, double keep);
 // Regenerating dropout's keep mask for `n` elements (kernels/counter_rng.h), on `options`' device.
 at::Tensor dropout_keep_mask(std::uint64_t seed, std::uint64_t offset, std::int64_t n, double p,
                              const at::TensorOptions& options);

@@ -16,12 +16,10 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// x * noise, noise = mask / (1 - p): the same operations, in the same order, as torch's CPU
-// dropout (noise.div_(1 - p); input * noise), so that the results match it bit for bit.
+// x * noise, noise = mask / (1 - p), rounded as torch's CPU dropout rounds it (noise.div_(1 - p);
+// input * noise), so that the results match it bit for bit; one pass, no tensor of the noise.
 at::Tensor apply_mask(const at::Tensor& x, const at::Tensor& mask, double p) {
-  at::Tensor noise = kernels::mask_to_values(mask, x);
-  noise.div_(1 - p);
-  return x * noise;
+  return kernels::scale_by_mask(x, mask, 1 - p);
 }
 
 // torch's draw: Bernoulli(1 - p) noise from the default generator, packed to bits.

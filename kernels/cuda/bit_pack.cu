@@ -58,6 +58,13 @@ __global__ void mask_select_kernel(const float* g, const std::uint32_t* mask, fl
   out[i] = ((mask[i / 32] >> (i % 32)) & 1u) ? g[i] : 0.0f;
 }
 
+__global__ void scale_by_mask_kernel(const float* x, const std::uint32_t* mask, float scale,
+                                     float* out, std::int64_t n) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  out[i] = x[i] * (((mask[i / 32] >> (i % 32)) & 1u) ? scale : 0.0f);
+}
+
 __global__ void unpack_kernel(const std::uint32_t* mask, float* out, std::int64_t n) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
@@ -95,6 +102,12 @@ void launch_pack_positive(const float* t, std::uint32_t* mask, std::int64_t n,
                           cudaStream_t stream) {
   if (n == 0) return;
   pack_kernel<<<blocks_for(n), kThreads, 0, stream>>>(t, mask, n, Positive{});
+}
+
+void launch_scale_by_mask(const float* x, const std::uint32_t* mask, float scale, float* out,
+                          std::int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  scale_by_mask_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, mask, scale, out, n);
 }
 
 void launch_unpack(const std::uint32_t* mask, float* out, std::int64_t n, cudaStream_t stream) {

@@ -26,6 +26,9 @@ void launch_mask_select(const float* grad_y, const std::uint32_t* mask, float* g
 void launch_pack_nonzero(const float* t, std::uint32_t* mask, std::int64_t n, cudaStream_t stream);
 // mask bit i = (t[i] > 0), false for NaN (ReLU's mask read off its output).
 void launch_pack_positive(const float* t, std::uint32_t* mask, std::int64_t n, cudaStream_t stream);
+// out[i] = x[i] * (mask bit i ? scale : 0) (dropout's masking, one pass).
+void launch_scale_by_mask(const float* x, const std::uint32_t* mask, float scale, float* out,
+                          std::int64_t n, cudaStream_t stream);
 // out[i] = mask bit i ? 1 : 0.
 void launch_unpack(const std::uint32_t* mask, float* out, std::int64_t n, cudaStream_t stream);
 // Regenerating dropout's keep mask: bit i = counter_bits(seed, offset + i) >= threshold

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -106,6 +107,25 @@ TEST(KernelsCudaTest, PackNonzeroPositiveAndUnpack) {
       ASSERT_EQ(bit(m, i), t[i] != 0.0f) << i;
       ASSERT_EQ(bit(p, i), t[i] > 0.0f) << i;
       ASSERT_EQ(o[i], t[i] != 0.0f ? 1.0f : 0.0f) << i;
+    }
+  }
+}
+
+TEST(KernelsCudaTest, ScaleByMaskIsDropoutsMultiply) {
+  SKIP_WITHOUT_DEVICE();
+  const float scale = 1.0f / 0.7f;
+  for (std::int64_t n : kSizes) {
+    std::vector<float> x = random_floats(n, 4);
+    x[0] = -1.0f;  // dropped: -0, as torch's x * 0
+    std::vector<float> keep = random_floats(n, 5);
+    DeviceBuffer<float> dx(x), dk(keep), out(n);
+    DeviceBuffer<std::uint32_t> mask(mask_words(n));
+    launch_pack_positive(dk.get(), mask.get(), n, nullptr);
+    launch_scale_by_mask(dx.get(), mask.get(), scale, out.get(), n, nullptr);
+    const auto o = out.to_host();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float expected = x[i] * (keep[i] > 0 ? scale : 0.0f);
+      ASSERT_EQ(std::memcmp(&o[i], &expected, sizeof(float)), 0) << i << ": " << o[i];
     }
   }
 }
