@@ -192,6 +192,14 @@ at::Tensor pack_positive(const at::Tensor& t) {
 at::Tensor pack_nonzero(const at::Tensor& t) {
   const at::Tensor c = t.contiguous();
   at::Tensor mask = empty_mask(c.numel(), c.options());
+#ifdef MONET_CUDA_KERNELS
+  if (c.is_cuda() && c.scalar_type() == at::kBool) {
+    c10::cuda::CUDAGuard guard(c.device());
+    cuda::launch_pack_bytes(reinterpret_cast<const std::uint8_t*>(c.data_ptr<bool>()),
+                            words_of(mask), c.numel(), stream_of(c));
+    return mask;
+  }
+#endif
   if (on_cpu(c, "mask")) {
     pack_cpu(c, mask, [](auto v) { return v != 0; });
     return mask;
@@ -267,9 +275,10 @@ at::Tensor scale_by_mask(const at::Tensor& x, const at::Tensor& mask, double kee
   at::Tensor out = at::empty_like(c, at::MemoryFormat::Contiguous);
 #ifdef MONET_CUDA_KERNELS
   c10::cuda::CUDAGuard guard(c.device());
-  // torch's CUDA divide by a scalar multiplies by its reciprocal, 1 / keep in float: the same.
+  // torch's CUDA dropout backward (native_dropout_backward) scales by 1 / keep, a double,
+  // converted to float.
   cuda::launch_scale_by_mask(c.data_ptr<float>(), words_of_const(mask),
-                             1.0f / static_cast<float>(keep), out.data_ptr<float>(), n,
+                             static_cast<float>(1.0 / keep), out.data_ptr<float>(), n,
                              stream_of(c));
 #endif
   return out;

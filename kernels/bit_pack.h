@@ -15,16 +15,17 @@ at::Tensor empty_mask(std::int64_t n, const at::TensorOptions& options);
 
 // bit i = (t[i] > 0). NaN gives 0.
 at::Tensor pack_positive(const at::Tensor& t);
-// bit i = (t[i] != 0).
+// bit i = (t[i] != 0). Floating tensors; and bool tensors on CUDA (torch's CUDA dropout mask).
 at::Tensor pack_nonzero(const at::Tensor& t);
 // A tensor of grad's sizes and dtype: grad[i] where bit i is set, else 0.
 at::Tensor select_by_mask(const at::Tensor& grad, const at::Tensor& mask);
 // A contiguous tensor of like's sizes and dtype: 1 where bit i is set, else 0.
 at::Tensor mask_to_values(const at::Tensor& mask, const at::Tensor& like);
-// Dropout's masking of x, bit for bit as torch's dropout computes it (noise = bit ? 1 : 0, noise
-// divided by keep in x's dtype, then x * noise): a contiguous tensor of x's sizes and dtype. One
-// pass over x for float and double, with no tensor of the noise; other dtypes build the noise.
-// keep = 1 - p, in (0, 1].
+// Dropout's masking of x: x * (bit ? scale : 0), a contiguous tensor of x's sizes and dtype, in
+// one pass (float and double; other dtypes build the noise). scale is rounded as torch rounds it
+// on the device, so that the results are torch's bit for bit: on the CPU as its dropout (noise
+// divided by keep in x's dtype, then x * noise), on CUDA as its dropout's backward (x times
+// 1 / keep computed in double, rounded to float). keep = 1 - p, in (0, 1].
 at::Tensor scale_by_mask(const at::Tensor& x, const at::Tensor& mask, double keep);
 // Regenerating dropout's keep mask for `n` elements (kernels/counter_rng.h), on `options`' device.
 at::Tensor dropout_keep_mask(std::uint64_t seed, std::uint64_t offset, std::int64_t n, double p,

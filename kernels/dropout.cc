@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <mutex>
+#include <utility>
 
 #include "kernels/bit_pack.h"
 #include "kernels/variant_util.h"
@@ -16,16 +17,27 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// x * noise, noise = mask / (1 - p), rounded as torch's CPU dropout rounds it (noise.div_(1 - p);
-// input * noise), so that the results match it bit for bit; one pass, no tensor of the noise.
+// x * noise, noise = mask / (1 - p), rounded as torch rounds it (kernels::scale_by_mask): on the
+// CPU as its dropout's forward and backward, on CUDA as its dropout's backward. One pass, no
+// tensor of the noise.
 at::Tensor apply_mask(const at::Tensor& x, const at::Tensor& mask, double p) {
   return kernels::scale_by_mask(x, mask, 1 - p);
 }
 
-// torch's draw: Bernoulli(1 - p) noise from the default generator, packed to bits.
-at::Tensor draw_torch_mask(const at::Tensor& x, double p) {
+// torch's own dropout of x and its keep mask, packed to bits. On the CPU torch draws Bernoulli(1 -
+// p) noise from the default generator and multiplies x by it over 1 - p: the same here. On CUDA
+// torch's dropout is its fused kernel (native_dropout), which draws, scales and returns a byte
+// mask in one pass: that kernel runs here, and its mask is packed. Either way the output, and
+// what the generator has drawn, are those of torch::dropout.
+std::pair<at::Tensor, at::Tensor> torch_dropout(const at::Tensor& x, double p) {
+  if (x.is_cuda()) {
+    auto [out, keep] = at::native_dropout(x, p, /*train=*/true);
+    return {out, kernels::pack_nonzero(keep)};
+  }
   at::Tensor noise = at::empty_like(x, at::MemoryFormat::Contiguous).bernoulli_(1 - p);
-  return kernels::pack_nonzero(noise);
+  at::Tensor mask = kernels::pack_nonzero(noise);
+  noise = at::Tensor();  // freed before the output is made
+  return {apply_mask(x, mask, p), mask};
 }
 
 // A seed from the default CPU generator: restoring its state replays the same seed, hence the
@@ -38,11 +50,11 @@ std::uint64_t draw_seed() {
 
 struct CompactDropout : torch::autograd::Function<CompactDropout> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double p) {
-    at::Tensor mask = draw_torch_mask(x, p);
+    auto [out, mask] = torch_dropout(x, p);
     // Saved tensors, unlike saved_data, are released when this node's backward has run.
     ctx->save_for_backward({mask});
     ctx->saved_data["p"] = p;
-    return apply_mask(x, mask, p);
+    return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor mask = ctx->get_saved_variables()[0];
@@ -85,7 +97,7 @@ at::Tensor dropout(const at::Tensor& x, double p, bool training) {
   const bool keep = at::GradMode::is_enabled() && x.requires_grad();
   if (mode == OpMode::kCompact) {
     if (keep) return CompactDropout::apply(x, p);
-    return apply_mask(x, draw_torch_mask(x, p), p);
+    return torch_dropout(x, p).first;
   }
   const auto seed = static_cast<std::int64_t>(draw_seed());
   const std::int64_t offset = 0;  // one stream per call: the whole seed is this call's

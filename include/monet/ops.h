@@ -26,9 +26,11 @@ at::Tensor relu(const at::Tensor& x);
 
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) when `training`;
 // returns x when not (p in [0, 1], as torch::dropout).
-//  kDefault    torch::dropout: keeps the fp32 noise (4 bytes an element).
-//  kCompact    draws the same noise as torch::dropout from the default CPU generator (the same
-//              output for the same generator state), keeps it as a 1-bit mask.
+//  kDefault    torch::dropout: keeps its mask (fp32 noise on the CPU, 4 bytes an element; a
+//              byte an element on CUDA).
+//  kCompact    draws what torch::dropout draws, from the same generator (on CUDA through torch's
+//              own fused kernel): the same output, bit for bit, for the same generator state.
+//              Keeps the mask as 1 bit an element; the gradient is torch's, bit for bit.
 //  kRegenerate draws a 64-bit seed from the default CPU generator (on every device) and the mask
 //              from a counter-based hash of (seed, element index); keeps only the seed and
 //              offset, and redraws the mask in backward. A rerun after restoring the generator's

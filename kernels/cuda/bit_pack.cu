@@ -44,6 +44,12 @@ __global__ void pack_kernel(const float* t, std::uint32_t* mask, std::int64_t n,
   store_ballot(i < n && keep(t[i]), i, n, mask);
 }
 
+// Bit i = t[i] != 0, for bytes.
+__global__ void pack_bytes_kernel(const std::uint8_t* t, std::uint32_t* mask, std::int64_t n) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  store_ballot(i < n && t[i] != 0, i, n, mask);
+}
+
 struct NonZero {
   __device__ bool operator()(float v) const { return v != 0.0f; }
 };
@@ -96,6 +102,12 @@ void launch_mask_select(const float* grad_y, const std::uint32_t* mask, float* g
 void launch_pack_nonzero(const float* t, std::uint32_t* mask, std::int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   pack_kernel<<<blocks_for(n), kThreads, 0, stream>>>(t, mask, n, NonZero{});
+}
+
+void launch_pack_bytes(const std::uint8_t* t, std::uint32_t* mask, std::int64_t n,
+                       cudaStream_t stream) {
+  if (n == 0) return;
+  pack_bytes_kernel<<<blocks_for(n), kThreads, 0, stream>>>(t, mask, n);
 }
 
 void launch_pack_positive(const float* t, std::uint32_t* mask, std::int64_t n,

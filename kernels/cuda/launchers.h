@@ -24,6 +24,9 @@ void launch_mask_select(const float* grad_y, const std::uint32_t* mask, float* g
                         std::int64_t n, cudaStream_t stream);
 // mask bit i = (t[i] != 0) (dropout's compact mask from its Bernoulli noise).
 void launch_pack_nonzero(const float* t, std::uint32_t* mask, std::int64_t n, cudaStream_t stream);
+// mask bit i = (t[i] != 0) for bytes (a bool tensor's, as torch's CUDA dropout returns its mask).
+void launch_pack_bytes(const std::uint8_t* t, std::uint32_t* mask, std::int64_t n,
+                       cudaStream_t stream);
 // mask bit i = (t[i] > 0), false for NaN (ReLU's mask read off its output).
 void launch_pack_positive(const float* t, std::uint32_t* mask, std::int64_t n, cudaStream_t stream);
 // out[i] = x[i] * (mask bit i ? scale : 0) (dropout's masking, one pass).

@@ -111,6 +111,20 @@ TEST(KernelsCudaTest, PackNonzeroPositiveAndUnpack) {
   }
 }
 
+TEST(KernelsCudaTest, PackBytes) {
+  SKIP_WITHOUT_DEVICE();
+  for (std::int64_t n : kSizes) {
+    std::vector<float> r = random_floats(n, 6);
+    std::vector<std::uint8_t> bytes(n);
+    for (std::int64_t i = 0; i < n; ++i) bytes[i] = r[i] > 0.4f ? static_cast<std::uint8_t>(1) : 0;
+    DeviceBuffer<std::uint8_t> db(bytes);
+    DeviceBuffer<std::uint32_t> mask(mask_words(n));
+    launch_pack_bytes(db.get(), mask.get(), n, nullptr);
+    const auto m = mask.to_host();
+    for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(bit(m, i), bytes[i] != 0) << i;
+  }
+}
+
 TEST(KernelsCudaTest, ScaleByMaskIsDropoutsMultiply) {
   SKIP_WITHOUT_DEVICE();
   const float scale = 1.0f / 0.7f;
