@@ -38,20 +38,17 @@ __global__ void relu_pack_kernel(const float* x, float* y, std::uint32_t* mask, 
 }
 
 // Bit i = keep(t[i]).
-template <class Keep>
-__global__ void pack_kernel(const float* t, std::uint32_t* mask, std::int64_t n, Keep keep) {
+template <class T, class Keep>
+__global__ void pack_kernel(const T* t, std::uint32_t* mask, std::int64_t n, Keep keep) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   store_ballot(i < n && keep(t[i]), i, n, mask);
 }
 
-// Bit i = t[i] != 0, for bytes.
-__global__ void pack_bytes_kernel(const std::uint8_t* t, std::uint32_t* mask, std::int64_t n) {
-  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  store_ballot(i < n && t[i] != 0, i, n, mask);
-}
-
 struct NonZero {
-  __device__ bool operator()(float v) const { return v != 0.0f; }
+  template <class T>
+  __device__ bool operator()(T v) const {
+    return v != T(0);
+  }
 };
 struct Positive {  // false for NaN, as relu's mask
   __device__ bool operator()(float v) const { return v > 0.0f; }
@@ -107,7 +104,7 @@ void launch_pack_nonzero(const float* t, std::uint32_t* mask, std::int64_t n, cu
 void launch_pack_bytes(const std::uint8_t* t, std::uint32_t* mask, std::int64_t n,
                        cudaStream_t stream) {
   if (n == 0) return;
-  pack_bytes_kernel<<<blocks_for(n), kThreads, 0, stream>>>(t, mask, n);
+  pack_kernel<<<blocks_for(n), kThreads, 0, stream>>>(t, mask, n, NonZero{});
 }
 
 void launch_pack_positive(const float* t, std::uint32_t* mask, std::int64_t n,

@@ -22,7 +22,7 @@ void launch_relu_pack(const float* x, float* y, std::uint32_t* mask, std::int64_
 // grad_x[i] = mask bit i ? grad_y[i] : 0 (ReLU's and fused BatchNorm-ReLU's backward).
 void launch_mask_select(const float* grad_y, const std::uint32_t* mask, float* grad_x,
                         std::int64_t n, cudaStream_t stream);
-// mask bit i = (t[i] != 0) (dropout's compact mask from its Bernoulli noise).
+// mask bit i = (t[i] != 0).
 void launch_pack_nonzero(const float* t, std::uint32_t* mask, std::int64_t n, cudaStream_t stream);
 // mask bit i = (t[i] != 0) for bytes (a bool tensor's, as torch's CUDA dropout returns its mask).
 void launch_pack_bytes(const std::uint8_t* t, std::uint32_t* mask, std::int64_t n,
