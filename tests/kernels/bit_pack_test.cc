@@ -102,6 +102,31 @@ TEST(BitPackTest, SelectKeepsEveryValueBitForBitAndDropsToPositiveZero) {
   }
 }
 
+// Dropout's one-pass masking against torch's own steps (noise of 0 and 1, divided by keep, times
+// x), bitwise, for special values, sizes around words and every dtype (half and bfloat16 take
+// torch's steps themselves).
+TEST(BitPackTest, ScaleByMaskIsTorchsNoiseTimesXBitForBit) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const at::Tensor specials =
+      at::tensor({std::nan(""), -0.0, inf, -inf, 1e-310, -2.5, 0.0, 3.0}, at::kDouble);
+  for (at::ScalarType dtype : kDtypes) {
+    for (std::int64_t n : kSizes) {
+      at::Tensor x = at::randn({n}, at::kDouble);
+      x.narrow(0, 0, std::min<std::int64_t>(n, 8))
+          .copy_(specials.narrow(0, 0, std::min<std::int64_t>(n, 8)));
+      x = x.to(dtype);
+      const at::Tensor keep = at::rand({n}) > 0.3;
+      const at::Tensor mask = pack_bool_reference(keep);
+      for (double kept : {0.7, 0.9, 1.0 / 3.0}) {
+        at::Tensor noise = keep.to(dtype);
+        noise.div_(kept);
+        EXPECT_TRUE(at::equal(bits_of(scale_by_mask(x, mask, kept)), bits_of(x * noise)))
+            << dtype << " " << n << " " << kept;
+      }
+    }
+  }
+}
+
 TEST(BitPackTest, SelectKeepsTheShapeOfNonContiguousGrads) {
   at::Tensor grad = at::randn({6, 10}).t();  // 10 x 6, not contiguous
   at::Tensor keep = at::rand({10, 6}) > 0.3;
