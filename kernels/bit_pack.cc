@@ -90,39 +90,58 @@ void pack_loop(const T* data, std::int64_t n, std::uint32_t* words, Keep keep, K
       });
 }
 
+// Calls full(word, first) for each mask word of 32 elements starting at element `first`, and
+// partial(word, first, count) for a last word of fewer, in parallel tasks of kWordsPerTask words.
+template <typename Full, typename Partial>
+void each_word(const std::uint32_t* words, std::int64_t n, Full full, Partial partial) {
+  at::parallel_for(0, (n + kWordBits - 1) / kWordBits, kWordsPerTask,
+                   [&](std::int64_t begin, std::int64_t end) {
+                     for (std::int64_t w = begin; w < end; ++w) {
+                       const std::int64_t first = w * kWordBits;
+                       const std::int64_t count = std::min(kWordBits, n - first);
+                       if (count == kWordBits) {
+                         full(words[w], first);
+                       } else {
+                         partial(words[w], first, count);
+                       }
+                     }
+                   });
+}
+
+// All-ones lanes where `word` has the bits of vector g of its elements (Lanes' layout).
+template <typename T>
+typename Lanes<sizeof(T)>::Vec lanes_of(std::uint32_t word, int g) {
+  using L = Lanes<sizeof(T)>;
+  constexpr int kCount = 16 / sizeof(T);
+  const auto shifted = static_cast<typename L::Lane>(word >> (g * kCount));
+  return reinterpret_cast<typename L::Vec>((shifted & L::kBits) != 0);
+}
+
 // out[i] = bit i ? value[i] : 0 (the zero of all-zero bits), where value is `in`, or `one` for
 // every element when `in` is null. Bitwise, so exact for any value (NaN and -0 included), and
 // with no branch on the bits, which a random mask would mispredict half of the time.
 template <typename T>
 void unpack_loop(const std::uint32_t* words, std::int64_t n, const T* in, T one, T* out) {
-  using L = Lanes<sizeof(T)>;
-  using Vec = typename L::Vec;
+  using Vec = typename Lanes<sizeof(T)>::Vec;
   constexpr int kCount = 16 / sizeof(T);
   Vec ones;
   for (int j = 0; j < kCount; ++j) std::memcpy(&ones[j], &one, sizeof(T));
-  at::parallel_for(0, (n + kWordBits - 1) / kWordBits, kWordsPerTask,
-                   [&](std::int64_t begin, std::int64_t end) {
-                     for (std::int64_t w = begin; w < end; ++w) {
-                       const std::uint32_t word = words[w];
-                       const std::int64_t first = w * kWordBits;
-                       const std::int64_t count = std::min(kWordBits, n - first);
-                       T* o = out + first;
-                       if (count == kWordBits) {
+  each_word(
+      words, n,
+      [&](std::uint32_t word, std::int64_t first) {
 #pragma GCC unroll 16
-                         for (int g = 0; g < kWordBits / kCount; ++g) {
-                           Vec v = ones;
-                           if (in != nullptr) std::memcpy(&v, in + first + g * kCount, sizeof(v));
-                           const auto shifted = static_cast<typename L::Lane>(word >> (g * kCount));
-                           v &= reinterpret_cast<Vec>((shifted & L::kBits) != 0);
-                           std::memcpy(o + g * kCount, &v, sizeof(v));
-                         }
-                       } else {
-                         for (std::int64_t b = 0; b < count; ++b) {
-                           o[b] = ((word >> b) & 1u) ? (in != nullptr ? in[first + b] : one) : T(0);
-                         }
-                       }
-                     }
-                   });
+        for (int g = 0; g < kWordBits / kCount; ++g) {
+          Vec v = ones;
+          if (in != nullptr) std::memcpy(&v, in + first + g * kCount, sizeof(v));
+          v &= lanes_of<T>(word, g);
+          std::memcpy(out + first + g * kCount, &v, sizeof(v));
+        }
+      },
+      [&](std::uint32_t word, std::int64_t first, std::int64_t count) {
+        for (std::int64_t b = 0; b < count; ++b) {
+          out[first + b] = ((word >> b) & 1u) ? (in != nullptr ? in[first + b] : one) : T(0);
+        }
+      });
 }
 
 // out[i] = in[i] * (bit i ? scale : 0), for float and double: the zero is +0, so that x * 0 gives
@@ -130,32 +149,23 @@ void unpack_loop(const std::uint32_t* words, std::int64_t n, const T* in, T one,
 template <typename T>
 void scale_loop(const std::uint32_t* words, std::int64_t n, const T* in, T scale, T* out) {
   using L = Lanes<sizeof(T)>;
-  using Vec = typename L::Vec;
-  using Float = typename L::Float;
   constexpr int kCount = 16 / sizeof(T);
-  Vec scales;
+  typename L::Vec scales;
   for (int j = 0; j < kCount; ++j) std::memcpy(&scales[j], &scale, sizeof(T));
-  at::parallel_for(
-      0, (n + kWordBits - 1) / kWordBits, kWordsPerTask, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t w = begin; w < end; ++w) {
-          const std::uint32_t word = words[w];
-          const std::int64_t first = w * kWordBits;
-          const std::int64_t count = std::min(kWordBits, n - first);
-          if (count == kWordBits) {
+  each_word(
+      words, n,
+      [&](std::uint32_t word, std::int64_t first) {
 #pragma GCC unroll 16
-            for (int g = 0; g < kWordBits / kCount; ++g) {
-              Float v;
-              std::memcpy(&v, in + first + g * kCount, sizeof(v));
-              const auto shifted = static_cast<typename L::Lane>(word >> (g * kCount));
-              const Vec kept = scales & reinterpret_cast<Vec>((shifted & L::kBits) != 0);
-              v *= reinterpret_cast<Float>(kept);
-              std::memcpy(out + first + g * kCount, &v, sizeof(v));
-            }
-          } else {
-            for (std::int64_t b = 0; b < count; ++b) {
-              out[first + b] = in[first + b] * (((word >> b) & 1u) ? scale : T(0));
-            }
-          }
+        for (int g = 0; g < kWordBits / kCount; ++g) {
+          typename L::Float v;
+          std::memcpy(&v, in + first + g * kCount, sizeof(v));
+          v *= reinterpret_cast<typename L::Float>(scales & lanes_of<T>(word, g));
+          std::memcpy(out + first + g * kCount, &v, sizeof(v));
+        }
+      },
+      [&](std::uint32_t word, std::int64_t first, std::int64_t count) {
+        for (std::int64_t b = 0; b < count; ++b) {
+          out[first + b] = in[first + b] * (((word >> b) & 1u) ? scale : T(0));
         }
       });
 }
