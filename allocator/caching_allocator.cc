@@ -236,6 +236,7 @@ bool CachingAllocator::commit_granules(Block* block, bool dry_run, std::size_t* 
     for (std::size_t i = g; i <= end; ++i) segment.committed[i] = true;
     segment.committed_bytes += bytes;
     stats_.reserved_bytes += bytes;
+    stats_.committed_bytes_total += bytes;
     *needed += bytes;
     g = end;
   }
@@ -259,6 +260,7 @@ std::size_t CachingAllocator::decommit_range(Segment& segment, std::size_t first
   }
   segment.committed_bytes -= released;
   stats_.reserved_bytes -= released;
+  stats_.decommitted_bytes_total += released;
   return released;
 }
 

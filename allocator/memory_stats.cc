@@ -27,6 +27,11 @@ std::string format_stats(const MemoryStats& s) {
                      s.free_blocks, format_bytes(s.largest_free_bytes));
   out += fmt::format("  {:<22} {:>12}\n", "cache flushes", s.cache_flushes);
   out += fmt::format("  {:<22} {:>12}\n", "out of memory", s.out_of_memory);
+  if (s.committed_bytes_total != 0) {
+    out +=
+        fmt::format("  {:<22} {:>12}  ({} given back)\n", "committed, in all",
+                    format_bytes(s.committed_bytes_total), format_bytes(s.decommitted_bytes_total));
+  }
   return out;
 }
 

@@ -226,6 +226,15 @@ struct Cell {
   double unconstrained_seconds = 0.0;
   std::size_t peak_bytes = 0;  // reserved, over the whole run
   std::int64_t peak_in_use_bytes = 0;
+  // What the training pool did over the run (differences of its MemoryStats): the work that
+  // holding the budget cost the allocator, which the plans' prices do not count. A flush gives
+  // back every cached segment (on CUDA a cudaFree each, which waits for the device), and with
+  // expandable segments the bytes decommitted are unmapped after a wait for the device.
+  std::uint64_t cache_flushes = 0;
+  std::uint64_t segment_reserves = 0;
+  std::uint64_t segment_releases = 0;
+  std::uint64_t committed_bytes = 0;
+  std::uint64_t decommitted_bytes = 0;
   monet::RuntimeStats stats;
   double predictor_error = std::nan("");  // mean |predicted - measured| / measured step peak
   double predictor_bias = std::nan("");   // mean (predicted - measured) / measured: > 0 is high
@@ -307,7 +316,14 @@ nlohmann::ordered_json to_json(const Cell& c) {
       {"baseline_runs", c.baseline_runs},
       {"planned_overhead", number_or_null(c.planned_overhead())},
       {"stage_share", number_or_null(c.stage_share())},
-      {"plans_by_shape", c.plans_by_shape}};
+      {"plans_by_shape", c.plans_by_shape},
+      {"allocator",  // none for the baseline, whose runs are not cells
+       c.strategy == "none" ? nlohmann::ordered_json(nullptr)
+                            : nlohmann::ordered_json{{"cache_flushes", c.cache_flushes},
+                                                     {"segment_reserves", c.segment_reserves},
+                                                     {"segment_releases", c.segment_releases},
+                                                     {"committed_bytes", c.committed_bytes},
+                                                     {"decommitted_bytes", c.decommitted_bytes}}}};
 }
 
 // The memory of the training pool sampled from a thread while a run trains.
@@ -507,6 +523,15 @@ class Bench {
       c.error = error;
       c.peak_bytes = monet::workloads::pool_for(device_).stats().peak_reserved_bytes;
     };
+    const monet::MemoryStats pool_before = monet::workloads::pool_for(device_).stats();
+    const auto count_pool = [&] {
+      const monet::MemoryStats after = monet::workloads::pool_for(device_).stats();
+      c.cache_flushes = after.cache_flushes - pool_before.cache_flushes;
+      c.segment_reserves = after.segment_reserves - pool_before.segment_reserves;
+      c.segment_releases = after.segment_releases - pool_before.segment_releases;
+      c.committed_bytes = after.committed_bytes_total - pool_before.committed_bytes_total;
+      c.decommitted_bytes = after.decommitted_bytes_total - pool_before.decommitted_bytes_total;
+    };
     try {
       const monet::workloads::TrainResult r = monet::workloads::train(
           w, options_for(strategy, budget, predictor_state, measure_repeats), spec);
@@ -521,6 +546,7 @@ class Bench {
       // is known.
       infeasible(e.what_without_backtrace(), 0);
     }
+    count_pool();
     monet::workloads::pool_for(device_).set_budget_bytes(0);
     c.ended =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - bench_start_).count();
@@ -685,6 +711,11 @@ class Bench {
     total.unconstrained_seconds += part.unconstrained_seconds;
     total.peak_bytes = std::max(total.peak_bytes, part.peak_bytes);
     total.peak_in_use_bytes = std::max(total.peak_in_use_bytes, part.peak_in_use_bytes);
+    total.cache_flushes += part.cache_flushes;
+    total.segment_reserves += part.segment_reserves;
+    total.segment_releases += part.segment_releases;
+    total.committed_bytes += part.committed_bytes;
+    total.decommitted_bytes += part.decommitted_bytes;
     monet::RuntimeStats& s = total.stats;
     const monet::RuntimeStats& p = part.stats;
     s.steps += p.steps;

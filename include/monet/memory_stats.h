@@ -32,6 +32,12 @@ struct MemoryStats {
   std::uint64_t segment_releases = 0;  // segments given back to the device
   std::uint64_t cache_flushes = 0;     // times the cache was emptied to make room
   std::uint64_t out_of_memory = 0;     // requests refused
+  // Where segments are committed by granule (MONET_CUDA_SEGMENTS=expandable, host pools): bytes
+  // committed behind reserved address space and given back from free holes, in all. Each byte
+  // that goes back and comes again costs the device's mapping calls, and on CUDA a wait for the
+  // device before the unmapping; 0 where segments are held whole.
+  std::uint64_t committed_bytes_total = 0;
+  std::uint64_t decommitted_bytes_total = 0;
 
   std::size_t active_blocks = 0;       // blocks in use
   std::size_t free_blocks = 0;         // cached free blocks

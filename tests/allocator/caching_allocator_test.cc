@@ -376,6 +376,10 @@ TEST_F(GranularPoolTest, FreeHolesAreGivenBackBeforeTheReservationGrows) {
   EXPECT_EQ(s.reserved_bytes, 20 * kMiB);
   EXPECT_EQ(s.peak_reserved_bytes, 20 * kMiB);
   EXPECT_DOUBLE_EQ(s.fragmentation(), 0.0);
+  // The totals count the churn: a's 8 MiB went back and 12 MiB came, after the first 16.
+  EXPECT_EQ(s.committed_bytes_total, 28 * kMiB);
+  EXPECT_EQ(s.decommitted_bytes_total, 8 * kMiB);
+  EXPECT_THAT(format_stats(s), HasSubstr("committed, in all"));
   EXPECT_THAT(pool_.check_invariants(), IsEmpty());
   pool_.free(b);
   pool_.free(c);

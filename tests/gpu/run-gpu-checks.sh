@@ -161,10 +161,17 @@ for c in json.load(open(sys.argv[1])):
     if c["strategy"] == "none":
         continue
     share = c.get("stage_share")
+    # The allocator's work over the cell, a step: cache flushes, segments taken from the device,
+    # MiB unmapped (expandable segments).
+    pool = c.get("allocator") or {}
+    steps = max(c["iterations"], 1)
     print(f'  {c["model"]:<12} {c["strategy"]:<7} {c["budget_percent"]:>3}%  measured '
           f'{pct(c["overhead"]):>7}  planned {pct(c["planned_overhead"]):>7}  predictor bias '
           f'{pct(c.get("predictor_bias")):>7}  stage share '
-          f'{"-" if share is None else format(share, ".2f")}')
+          f'{"-" if share is None else format(share, ".2f")}  a step: flushes '
+          f'{pool.get("cache_flushes", 0) / steps:.2f} segments '
+          f'{pool.get("segment_reserves", 0) / steps:.2f} unmapped '
+          f'{pool.get("decommitted_bytes", 0) / steps / 2**20:.0f} MiB')
 PY
 }
 
