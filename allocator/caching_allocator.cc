@@ -137,20 +137,26 @@ Block* CachingAllocator::reserve_segment(bool small, Stream stream, std::size_t 
   // The preferred segment is shared by later requests; under a tight budget a segment of exactly
   // the block's size may still fit where the preferred one does not.
   const std::size_t preferred = size_rules::segment_size(size);
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  const auto try_both = [&]() -> Block* {
     if (Block* b = try_reserve(small, stream, preferred)) return b;
-    if (preferred != size) {
-      if (Block* b = try_reserve(small, stream, size)) return b;
-    }
-    if (attempt == 0) {
-      process_events(/*wait=*/true);
-      // A pending block may have been the one that fits.
-      if (Block* b = take_free(small, stream, size)) return b;
-      if (release_free_segments() == 0) break;
-      ++stats_.cache_flushes;
-    }
+    return preferred != size ? try_reserve(small, stream, size) : nullptr;
+  };
+  if (Block* b = try_both()) return b;
+  process_events(/*wait=*/true);
+  // A pending block may have been the one that fits.
+  if (Block* b = take_free(small, stream, size)) return b;
+  // Whole segments over a budget: give back only what the budget needs first, so that the cached
+  // segments the rest of the step asks for again stay (each one given back is a cudaFree, which
+  // waits for the device, and a cudaMalloc when it is wanted again).
+  if (granularity_ == 0 && options_.budget_bytes != 0 &&
+      stats_.reserved_bytes + size > options_.budget_bytes &&
+      release_free_segments(stats_.reserved_bytes + size - options_.budget_bytes) > 0) {
+    ++stats_.cache_flushes;
+    if (Block* b = try_both()) return b;
   }
-  return nullptr;
+  if (release_free_segments() == 0) return nullptr;
+  ++stats_.cache_flushes;
+  return try_both();
 }
 
 Block* CachingAllocator::try_reserve(bool small, Stream stream, std::size_t bytes) {
@@ -367,6 +373,45 @@ std::size_t CachingAllocator::release_free_segments() {
     } else {
       ++it;
     }
+  }
+  return released;
+}
+
+std::size_t CachingAllocator::release_free_segments(std::size_t bytes) {
+  std::vector<Segment*> free_segments;
+  std::size_t available = 0;
+  for (auto& [base, segment] : segments_) {
+    if (segment.head->is_segment() && segment.head->state == BlockState::kFree) {
+      free_segments.push_back(&segment);
+      available += segment.size;
+    }
+  }
+  if (available < bytes) return 0;
+  std::sort(free_segments.begin(), free_segments.end(),
+            [](const Segment* a, const Segment* b) { return a->size < b->size; });
+  std::vector<Segment*> chosen;
+  const auto enough =
+      std::lower_bound(free_segments.begin(), free_segments.end(), bytes,
+                       [](const Segment* s, std::size_t wanted) { return s->size < wanted; });
+  if (enough != free_segments.end()) {
+    chosen.push_back(*enough);
+  } else {
+    std::size_t sum = 0;
+    for (auto it = free_segments.rbegin(); it != free_segments.rend() && sum < bytes; ++it) {
+      chosen.push_back(*it);
+      sum += (*it)->size;
+    }
+  }
+  std::size_t released = 0;
+  for (Segment* segment : chosen) {
+    Block* head = segment->head;
+    pool_of(*head).erase(pool_of(*head).iterator_to(*head));
+    released += segment->size;
+    release_segment(*segment);
+    --stats_.segments;
+    ++stats_.segment_releases;
+    recycle(head);
+    segments_.erase(segments_.find(segment->base));
   }
   return released;
 }

@@ -124,6 +124,11 @@ class CachingAllocator {
   void make_free(Block* block);
   void process_events(bool wait);
   std::size_t release_free_segments();
+  // Gives back cached whole segments of at least `bytes` in all, as few as it can: the smallest
+  // one that is large enough alone, else the largest ones until they are enough (what PyTorch's
+  // pool does before it empties its cache). Returns the bytes released, 0 when the free segments
+  // together are not enough (then none is released).
+  std::size_t release_free_segments(std::size_t bytes);
   [[noreturn]] void throw_out_of_memory(std::size_t requested);
   std::size_t largest_free() const;
   Block* new_block();

@@ -30,7 +30,7 @@ struct MemoryStats {
   std::uint64_t segments = 0;          // segments held now
   std::uint64_t segment_reserves = 0;  // segments taken from the device
   std::uint64_t segment_releases = 0;  // segments given back to the device
-  std::uint64_t cache_flushes = 0;     // times the cache was emptied to make room
+  std::uint64_t cache_flushes = 0;     // times cached segments were given back to make room
   std::uint64_t out_of_memory = 0;     // requests refused
   // Where segments are committed by granule (MONET_CUDA_SEGMENTS=expandable, host pools): bytes
   // committed behind reserved address space and given back from free holes, in all. Each byte

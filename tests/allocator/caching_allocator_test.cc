@@ -251,6 +251,45 @@ TEST(PoolBudget, CachedSegmentsAreReleasedBeforeFailing) {
   EXPECT_THAT(pool.check_invariants(), IsEmpty());
 }
 
+TEST(PoolBudget, OnlyTheCachedSegmentsTheBudgetNeedsAreReleased) {
+  // Whole segments under an 80 MiB budget: 30 and 14 MiB cached, 20 in use. A 32 MiB request
+  // needs 16 MiB of room: the smallest cached segment large enough alone (30) goes, the 14 stays
+  // for the request that wants it next.
+  HostBackend backend(testing::whole_segments());
+  CachingAllocator pool(backend, CachingAllocator::Options{80 * kMiB, nullptr});
+  void* a = pool.allocate(30 * kMiB);
+  void* b = pool.allocate(14 * kMiB);
+  void* c = pool.allocate(20 * kMiB);
+  pool.free(a);
+  pool.free(b);
+  void* d = pool.allocate(32 * kMiB);
+  MemoryStats s = pool.stats();
+  EXPECT_EQ(s.reserved_bytes, 66 * kMiB);
+  EXPECT_EQ(s.segment_releases, 1u);
+  EXPECT_EQ(s.cache_flushes, 1u);
+  void* e = pool.allocate(14 * kMiB);  // the cached 14 MiB segment, no new one
+  EXPECT_EQ(pool.stats().segment_reserves, s.segment_reserves);
+  for (void* p : {c, d, e}) pool.free(p);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+}
+
+TEST(PoolBudget, WhereNoCachedSegmentIsEnoughTheLargestGoFirst) {
+  // 10, 12 and 14 MiB cached, 20 in use, a 60 MiB budget: a 30 MiB request needs 26 MiB of room,
+  // which the 14 and the 12 make; the 10 stays.
+  HostBackend backend(testing::whole_segments());
+  CachingAllocator pool(backend, CachingAllocator::Options{60 * kMiB, nullptr});
+  void* cached[] = {pool.allocate(10 * kMiB), pool.allocate(12 * kMiB), pool.allocate(14 * kMiB)};
+  void* c = pool.allocate(20 * kMiB);
+  for (void* p : cached) pool.free(p);
+  void* d = pool.allocate(30 * kMiB);
+  const MemoryStats s = pool.stats();
+  EXPECT_EQ(s.reserved_bytes, 60 * kMiB);
+  EXPECT_EQ(s.segment_releases, 2u);
+  EXPECT_EQ(s.largest_free_bytes, 10 * kMiB);
+  for (void* p : {c, d}) pool.free(p);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+}
+
 TEST(PoolBudget, OutOfMemoryNamesTheNumbersAndTheKnob) {
   HostBackend backend(testing::whole_segments());
   CachingAllocator pool(backend, CachingAllocator::Options{64 * kMiB, nullptr});
