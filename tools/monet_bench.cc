@@ -218,6 +218,17 @@ struct Cell {
   // The plan each shape last ran, one letter a stage (StepReport::plan: K kept, C checkpointed,
   // S a new segment right after another; lower case a lean variant).
   std::map<std::string, std::string> plans_by_shape;
+  // Each shape's timed steps and their wall time, seconds (a step ends at its loss's read, which
+  // waits for the device).
+  std::map<std::string, std::pair<int, double>> steps_by_shape;
+  // monet's cells: monet's time minus dp's over the shapes whose last plans were alike (the same
+  // stages kept and checkpointed, no lean variant) and over the others, as points of the
+  // baseline's time. Both cells run the same batches, so what monet's plans changed shows apart
+  // from what changed alike: the machine's drift, or costs outside the plans (the allocator).
+  int alike_shapes = 0;
+  int apart_shapes = 0;
+  double alike_points = std::nan("");
+  double apart_points = std::nan("");
   std::string rival;
   double rival_difference = std::nan("");
   double rival_difference_se = std::nan("");
@@ -323,7 +334,23 @@ nlohmann::ordered_json to_json(const Cell& c) {
                                                      {"segment_reserves", c.segment_reserves},
                                                      {"segment_releases", c.segment_releases},
                                                      {"committed_bytes", c.committed_bytes},
-                                                     {"decommitted_bytes", c.decommitted_bytes}}}};
+                                                     {"decommitted_bytes", c.decommitted_bytes}}},
+      {"against_dp_by_plan",
+       std::isfinite(c.alike_points)
+           ? nlohmann::ordered_json{{"alike",
+                                     {{"shapes", c.alike_shapes},
+                                      {"points", 100.0 * c.alike_points}}},
+                                    {"apart",
+                                     {{"shapes", c.apart_shapes},
+                                      {"points", number_or_null(100.0 * c.apart_points)}}}}
+           : nlohmann::ordered_json(nullptr)},
+      {"steps_by_shape", [&] {
+         nlohmann::ordered_json o = nlohmann::ordered_json::object();
+         for (const auto& [shape, steps] : c.steps_by_shape) {
+           o[shape] = {{"steps", steps.first}, {"seconds", steps.second}};
+         }
+         return o;
+       }()}};
 }
 
 // The memory of the training pool sampled from a thread while a run trains.
@@ -494,8 +521,15 @@ class Bench {
     spec.seed = flags_.seed;
     spec.device = device_;
     spec.start_with_largest = true;
+    auto step_start = std::chrono::steady_clock::now();
+    spec.before_steps = [&] { step_start = std::chrono::steady_clock::now(); };
     spec.on_step = [&](int i, const monet::workloads::Batch& b, const monet::StepReport& r,
                        double) {
+      const auto step_end = std::chrono::steady_clock::now();
+      auto& [shape_steps, shape_seconds] = c.steps_by_shape[w.shape_of(b)];
+      ++shape_steps;
+      shape_seconds += std::chrono::duration<double>(step_end - step_start).count();
+      step_start = step_end;
       c.iterations = i - chunk.first + 1;
       c.planned_seconds += r.planned_seconds;
       if (!r.plan.empty()) c.plans_by_shape[w.shape_of(b)] = r.plan;
@@ -708,6 +742,10 @@ class Bench {
     total.round_overheads.push_back(part.seconds / part.baseline_seconds - 1.0);
     total.planned_seconds += part.planned_seconds;
     for (const auto& [shape, plan] : part.plans_by_shape) total.plans_by_shape[shape] = plan;
+    for (const auto& [shape, steps] : part.steps_by_shape) {
+      total.steps_by_shape[shape].first += steps.first;
+      total.steps_by_shape[shape].second += steps.second;
+    }
     total.unconstrained_seconds += part.unconstrained_seconds;
     total.peak_bytes = std::max(total.peak_bytes, part.peak_bytes);
     total.peak_in_use_bytes = std::max(total.peak_in_use_bytes, part.peak_in_use_bytes);
@@ -751,6 +789,8 @@ class Bench {
     const auto monet =
         std::find_if(first, last, [](const Cell& c) { return c.strategy == "monet"; });
     if (monet == last || !monet->feasible) return;
+    const auto dp = std::find_if(first, last, [](const Cell& c) { return c.strategy == "dp"; });
+    if (dp != last && dp->feasible) split_by_plan(*monet, *dp);
     const Cell* rival = nullptr;
     for (auto c = first; c != last; ++c) {
       if (c != monet && c->feasible && (rival == nullptr || c->overhead < rival->overhead)) {
@@ -770,6 +810,25 @@ class Bench {
     monet->rival = rival->strategy;
     monet->rival_difference = mean;
     monet->rival_difference_se = standard_error(differences);
+  }
+
+  // monet's time minus dp's, split between the shapes both planned alike and the others.
+  static void split_by_plan(Cell& monet, const Cell& dp) {
+    if (!(monet.baseline_seconds > 0)) return;
+    double alike = 0.0, apart = 0.0;
+    monet.alike_shapes = monet.apart_shapes = 0;
+    for (const auto& [shape, steps] : monet.steps_by_shape) {
+      const auto other = dp.steps_by_shape.find(shape);
+      if (other == dp.steps_by_shape.end() || other->second.first != steps.first) return;
+      const auto plan = monet.plans_by_shape.find(shape);
+      const auto dp_plan = dp.plans_by_shape.find(shape);
+      const bool same = plan != monet.plans_by_shape.end() && dp_plan != dp.plans_by_shape.end() &&
+                        plan->second == dp_plan->second;
+      (same ? alike : apart) += steps.second - other->second.second;
+      ++(same ? monet.alike_shapes : monet.apart_shapes);
+    }
+    monet.alike_points = alike / monet.baseline_seconds;
+    monet.apart_points = monet.apart_shapes > 0 ? apart / monet.baseline_seconds : std::nan("");
   }
 
   // The standard error of the mean of `values` (NaN for fewer than two).
@@ -910,6 +969,14 @@ class Bench {
         if (monet != nullptr && !monet->rival.empty()) {
           line += fmt::format("; monet - {} by round: {:+.1f} +- {:.1f} points", monet->rival,
                               100.0 * monet->rival_difference, 100.0 * monet->rival_difference_se);
+        }
+        if (monet != nullptr && std::isfinite(monet->alike_points)) {
+          line += fmt::format("; monet - dp: {:+.1f} points on the {} shapes planned alike",
+                              100.0 * monet->alike_points, monet->alike_shapes);
+          if (monet->apart_shapes > 0) {
+            line += fmt::format(", {:+.1f} on the {} apart", 100.0 * monet->apart_points,
+                                monet->apart_shapes);
+          }
         }
         if (best_planned != nullptr) {
           line += fmt::format("; planned: lowest {} ({})", best_planned->strategy,

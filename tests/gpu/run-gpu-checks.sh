@@ -148,9 +148,10 @@ step_monet-bench() {
   bench_cells "$logs/bench-warm/results.json" | tee -a "$out/summary.txt"
 }
 
-# Per cell: measured and planned overhead, the predictor's signed error (> 0: predictions high)
-# and the share of a step the stages account for (measured ~ planned x share where the rest of
-# the step is what differs).
+# Per cell: measured and planned overhead, the predictor's signed error (> 0: predictions high),
+# the share of a step the stages account for (measured ~ planned x share where the rest of the
+# step is what differs), the allocator's work a step, and for monet its time against dp's split
+# between the shapes both planned alike and the others.
 bench_cells() {
   [[ -f $1 ]] || return 0
   /usr/bin/env python3 - "$1" <<'PY'
@@ -172,6 +173,13 @@ for c in json.load(open(sys.argv[1])):
           f'{pool.get("cache_flushes", 0) / steps:.2f} segments '
           f'{pool.get("segment_reserves", 0) / steps:.2f} unmapped '
           f'{pool.get("decommitted_bytes", 0) / steps / 2**20:.0f} MiB')
+    split = c.get("against_dp_by_plan")
+    if split:
+        apart = split["apart"]["points"]
+        print(f'  {"":<12} monet - dp: {split["alike"]["points"]:+.1f} points on the '
+              f'{split["alike"]["shapes"]} shapes planned alike, '
+              f'{"-" if apart is None else format(apart, "+.1f")} on the '
+              f'{split["apart"]["shapes"]} apart')
 PY
 }
 
