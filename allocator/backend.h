@@ -55,6 +55,13 @@ class Backend {
   // Gives the memory behind [ptr, ptr + bytes) back; the addresses stay reserved.
   virtual void decommit(void* ptr, std::size_t bytes) {}
 
+  // Between hold_decommitted(true) and hold_decommitted(false), a backend may keep the memory that
+  // decommit() gives back and map it again at the next commit(), rather than return it to the
+  // device and create it anew; hold_decommitted(false) returns what was not used again. The pool
+  // brackets a give-back that makes room for a commit with it, so what is kept never exceeds what
+  // the pool counted as reserved a moment before.
+  virtual void hold_decommitted(bool hold) {}
+
   // Records an event on `stream` that completes when the work queued there so far completes.
   virtual Event record_event(Stream stream) = 0;
 

@@ -204,7 +204,26 @@ bool CachingAllocator::commit(Block* block) {
   // made it fault all of them in again, every step.
   const bool over_budget =
       options_.budget_bytes != 0 && stats_.reserved_bytes + needed > options_.budget_bytes;
+  // What is given back here to make room is committed again at once: the backend may keep its
+  // memory for that (Backend::hold_decommitted) until this call returns or the device is full.
+  struct Hold {
+    Backend& backend;
+    bool on = false;
+    void end() {
+      if (on) backend.hold_decommitted(false);
+      on = false;
+    }
+    // Reached with `on` only while an exception leaves: that error is the one to report.
+    ~Hold() {
+      try {
+        end();
+      } catch (...) {
+      }
+    }
+  } hold{backend_};
   if (over_budget || stats_.reserved_bytes + needed > high_water_) {
+    backend_.hold_decommitted(true);
+    hold.on = true;
     if (over_budget) process_events(/*wait=*/true);
     std::size_t limit = high_water_;
     if (options_.budget_bytes != 0) limit = std::min(limit, options_.budget_bytes);
@@ -213,9 +232,12 @@ bool CachingAllocator::commit(Block* block) {
     if (decommit_free(excess) > 0 && over_budget) ++stats_.cache_flushes;
   }
   if (options_.budget_bytes != 0 && stats_.reserved_bytes + needed > options_.budget_bytes) {
+    hold.end();
     return false;
   }
-  if (commit_granules(block, /*dry_run=*/false, &needed)) return true;
+  const bool committed = commit_granules(block, /*dry_run=*/false, &needed);
+  hold.end();  // the device full or not, what was kept and not used goes back now
+  if (committed) return true;
   // The device itself is full: give back everything cached, then try once more.
   process_events(/*wait=*/true);
   decommit_free();

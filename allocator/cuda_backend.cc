@@ -145,12 +145,17 @@ bool CudaBackend::commit(void* ptr, std::size_t bytes) {
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   for (std::size_t offset = 0; offset < bytes; offset += granularity_) {
     CUmemGenericAllocationHandle handle{};
-    const CUresult status = driver_->create(&handle, granularity_, &prop_, 0);
-    if (status == CUDA_ERROR_OUT_OF_MEMORY) {
-      if (offset != 0) decommit(ptr, offset);  // all or nothing
-      return false;
+    if (!spare_.empty()) {
+      handle = spare_.back();  // memory given back a moment ago, mapped here instead
+      spare_.pop_back();
+    } else {
+      const CUresult status = driver_->create(&handle, granularity_, &prop_, 0);
+      if (status == CUDA_ERROR_OUT_OF_MEMORY) {
+        if (offset != 0) decommit(ptr, offset);  // all or nothing
+        return false;
+      }
+      check(status, "cuMemCreate");
     }
-    check(status, "cuMemCreate");
     check(driver_->map(base + offset, granularity_, 0, handle, 0), "cuMemMap");
     check(driver_->set_access(base + offset, granularity_, &access, 1), "cuMemSetAccess");
     handles_.emplace(base + offset, handle);
@@ -162,14 +167,32 @@ void CudaBackend::decommit(void* ptr, std::size_t bytes) {
   DeviceScope scope(api_, device_);
   // Blocks are freed in stream order, so kernels queued before the free may still read them:
   // unmapping must wait for the device, as cudaFree does.
-  check(api_.device_synchronize(), "cudaDeviceSynchronize");
+  if (!synchronized_) check(api_.device_synchronize(), "cudaDeviceSynchronize");
+  synchronized_ = holding_;
   const auto base = reinterpret_cast<CUdeviceptr>(ptr);
   for (std::size_t offset = 0; offset < bytes; offset += granularity_) {
     auto it = handles_.find(base + offset);
     if (it == handles_.end()) continue;
     check(driver_->unmap(base + offset, granularity_), "cuMemUnmap");
-    check(driver_->release(it->second), "cuMemRelease");
+    if (holding_) {
+      spare_.push_back(it->second);
+    } else {
+      check(driver_->release(it->second), "cuMemRelease");
+    }
     handles_.erase(it);
+  }
+}
+
+void CudaBackend::hold_decommitted(bool hold) {
+  if (driver_ == nullptr) return;
+  holding_ = hold;
+  synchronized_ = false;
+  if (hold) return;
+  DeviceScope scope(api_, device_);
+  while (!spare_.empty()) {
+    const CUmemGenericAllocationHandle handle = spare_.back();
+    spare_.pop_back();
+    check(driver_->release(handle), "cuMemRelease");
   }
 }
 

@@ -5,11 +5,14 @@
 // - whole segments from cudaMalloc (the default);
 // - expandable segments: address ranges from cuMemAddressReserve, with physical memory created and
 //   mapped granule by granule (cuMemCreate, cuMemMap) as the pool commits, and unmapped and
-//   released as it decommits (see Backend). Chosen with MONET_CUDA_SEGMENTS=expandable.
+//   released as it decommits (see Backend); where the pool gives granules back to make room for
+//   a commit, their memory is mapped again where the commit wants it, without a release and a
+//   create. Chosen with MONET_CUDA_SEGMENTS=expandable.
 #pragma once
 
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "allocator/backend.h"
 #include "allocator/cuda_api.h"
@@ -29,6 +32,7 @@ class CudaBackend : public Backend {
   std::size_t granularity() const override { return granularity_; }
   bool commit(void* ptr, std::size_t bytes) override;
   void decommit(void* ptr, std::size_t bytes) override;
+  void hold_decommitted(bool hold) override;
   Event record_event(Stream stream) override;
   bool event_done(Event event) override;
   void wait_event(Event event) override;
@@ -47,6 +51,12 @@ class CudaBackend : public Backend {
   std::size_t granularity_ = 0;  // 0 with whole segments
   CUmemAllocationProp prop_{};
   std::unordered_map<CUdeviceptr, CUmemGenericAllocationHandle> handles_;  // by granule address
+  // While the pool holds what it decommits (hold_decommitted): the granules' memory unmapped and
+  // kept for the next commit, and whether the device has been waited for since the hold began
+  // (nothing is queued in between, so once is enough).
+  bool holding_ = false;
+  bool synchronized_ = false;
+  std::vector<CUmemGenericAllocationHandle> spare_;
 };
 
 }  // namespace monet

@@ -1,0 +1,252 @@
+// The CUDA backend's bookkeeping over a simulated device: tables of CUDA functions that count
+// their calls and check what they are asked (no address mapped twice, no handle used after its
+// release), so that the expandable segments' logic runs in CI, where there is no GPU. What the
+// real driver does is cuda_backend_test.cc's, on a device.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "allocator/caching_allocator.h"
+#include "allocator/cuda_backend.h"
+#include "monet/errors.h"
+
+namespace monet {
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kGranule = 2 * kMiB;
+
+// The simulated device: one at a time, reset by each test.
+struct FakeDevice {
+  std::size_t capacity = 1024 * kMiB;  // physical memory
+  std::size_t physical = 0;            // created and not released
+  CUdeviceptr next_address = 0x100000000;
+  unsigned long long next_handle = 1;
+  std::set<CUmemGenericAllocationHandle> handles;              // created, not released
+  std::map<CUdeviceptr, CUmemGenericAllocationHandle> mapped;  // granule address -> handle
+  int creates = 0, releases = 0, maps = 0, unmaps = 0, syncs = 0;
+  std::vector<std::string> errors;  // what the backend asked that a driver would refuse
+};
+FakeDevice fake;
+
+cudaError_t fake_malloc(void** ptr, size_t bytes) {
+  *ptr = reinterpret_cast<void*>(fake.next_address);
+  fake.next_address += bytes;
+  return cudaSuccess;
+}
+cudaError_t fake_free(void*) { return cudaSuccess; }
+cudaError_t fake_mem_get_info(size_t* free, size_t* total) {
+  *total = fake.capacity;
+  *free = fake.capacity - fake.physical;
+  return cudaSuccess;
+}
+cudaError_t fake_get_device(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+cudaError_t fake_set_device(int) { return cudaSuccess; }
+cudaError_t fake_get_device_count(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+cudaError_t fake_event_create(cudaEvent_t* event, unsigned int) {
+  *event = reinterpret_cast<cudaEvent_t>(fake.next_handle++);
+  return cudaSuccess;
+}
+cudaError_t fake_event_record(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+cudaError_t fake_event_query(cudaEvent_t) { return cudaSuccess; }
+cudaError_t fake_event_synchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t fake_event_destroy(cudaEvent_t) { return cudaSuccess; }
+cudaError_t fake_device_synchronize() {
+  ++fake.syncs;
+  return cudaSuccess;
+}
+cudaError_t fake_get_last_error() { return cudaSuccess; }
+const char* fake_error_string(cudaError_t) { return "fake error"; }
+
+CUresult fake_get_granularity(size_t* granularity, const CUmemAllocationProp*,
+                              CUmemAllocationGranularity_flags) {
+  *granularity = kGranule;
+  return CUDA_SUCCESS;
+}
+CUresult fake_address_reserve(CUdeviceptr* ptr, size_t size, size_t, CUdeviceptr,
+                              unsigned long long) {
+  *ptr = fake.next_address;
+  fake.next_address += size;
+  return CUDA_SUCCESS;
+}
+CUresult fake_address_free(CUdeviceptr, size_t) { return CUDA_SUCCESS; }
+CUresult fake_create(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp*,
+                     unsigned long long) {
+  if (fake.physical + size > fake.capacity) return CUDA_ERROR_OUT_OF_MEMORY;
+  fake.physical += size;
+  *handle = fake.next_handle++;
+  fake.handles.insert(*handle);
+  ++fake.creates;
+  return CUDA_SUCCESS;
+}
+CUresult fake_release(CUmemGenericAllocationHandle handle) {
+  if (fake.handles.erase(handle) == 0) fake.errors.push_back("released an unknown handle");
+  for (const auto& [address, h] : fake.mapped) {
+    if (h == handle) fake.errors.push_back("released a handle that is still mapped");
+  }
+  fake.physical -= kGranule;
+  ++fake.releases;
+  return CUDA_SUCCESS;
+}
+CUresult fake_map(CUdeviceptr ptr, size_t size, size_t, CUmemGenericAllocationHandle handle,
+                  unsigned long long) {
+  if (size != kGranule) fake.errors.push_back("mapped other than one granule");
+  if (fake.handles.count(handle) == 0) fake.errors.push_back("mapped an unknown handle");
+  for (const auto& [address, h] : fake.mapped) {
+    if (h == handle) fake.errors.push_back("mapped a handle twice");
+  }
+  if (!fake.mapped.emplace(ptr, handle).second) fake.errors.push_back("mapped an address twice");
+  ++fake.maps;
+  return CUDA_SUCCESS;
+}
+CUresult fake_unmap(CUdeviceptr ptr, size_t) {
+  if (fake.mapped.erase(ptr) == 0) fake.errors.push_back("unmapped an address not mapped");
+  ++fake.unmaps;
+  return CUDA_SUCCESS;
+}
+CUresult fake_set_access(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) {
+  return CUDA_SUCCESS;
+}
+CUresult fake_device_get_attribute(int* value, CUdevice_attribute, CUdevice) {
+  *value = 1;
+  return CUDA_SUCCESS;
+}
+CUresult fake_driver_error_string(CUresult, const char** text) {
+  *text = "fake error";
+  return CUDA_SUCCESS;
+}
+
+CudaApi fake_api() {
+  CudaApi a;
+  a.malloc = fake_malloc;
+  a.free = fake_free;
+  a.mem_get_info = fake_mem_get_info;
+  a.get_device = fake_get_device;
+  a.set_device = fake_set_device;
+  a.get_device_count = fake_get_device_count;
+  a.event_create_with_flags = fake_event_create;
+  a.event_record = fake_event_record;
+  a.event_query = fake_event_query;
+  a.event_synchronize = fake_event_synchronize;
+  a.event_destroy = fake_event_destroy;
+  a.device_synchronize = fake_device_synchronize;
+  a.get_last_error = fake_get_last_error;
+  a.get_error_string = fake_error_string;
+  return a;
+}
+
+CudaDriverApi fake_driver() {
+  CudaDriverApi d;
+  d.get_granularity = fake_get_granularity;
+  d.address_reserve = fake_address_reserve;
+  d.address_free = fake_address_free;
+  d.create = fake_create;
+  d.release = fake_release;
+  d.map = fake_map;
+  d.unmap = fake_unmap;
+  d.set_access = fake_set_access;
+  d.device_get_attribute = fake_device_get_attribute;
+  d.get_error_string = fake_driver_error_string;
+  return d;
+}
+
+class FakeExpandableTest : public ::testing::Test {
+ protected:
+  void SetUp() override { fake = FakeDevice{}; }
+  // Every granule mapped is a created handle, and the pool's reserved bytes are what is mapped.
+  void ExpectConsistent(CachingAllocator& pool) {
+    EXPECT_THAT(fake.errors, ::testing::IsEmpty());
+    EXPECT_EQ(fake.mapped.size() * kGranule, pool.stats().reserved_bytes);
+    EXPECT_EQ(fake.handles.size(), fake.mapped.size()) << "memory created and not mapped";
+  }
+
+  CudaApi api_ = fake_api();
+  CudaDriverApi driver_ = fake_driver();
+};
+
+TEST_F(FakeExpandableTest, MemoryGivenBackToMakeRoomIsMappedAgainNotCreatedAnew) {
+  CudaBackend backend(api_, 0, &driver_);
+  CachingAllocator pool(backend, CachingAllocator::Options{64 * kMiB, nullptr});
+  void* a = pool.allocate(40 * kMiB);
+  void* b = pool.allocate(20 * kMiB);
+  EXPECT_EQ(fake.creates, 30);
+  pool.free(a);  // a 40 MiB hole, still mapped
+  ExpectConsistent(pool);
+  // 44 MiB does not fit the hole: the hole's 40 MiB go to a new segment, 4 MiB are created.
+  const int syncs = fake.syncs;
+  void* c = pool.allocate(44 * kMiB);
+  EXPECT_EQ(fake.creates, 30 + 2);
+  EXPECT_EQ(fake.releases, 0);
+  EXPECT_EQ(fake.syncs, syncs + 1) << "one wait for the device before the unmapping";
+  EXPECT_EQ(pool.stats().reserved_bytes, 64 * kMiB);
+  EXPECT_EQ(pool.stats().decommitted_bytes_total, 40 * kMiB);
+  ExpectConsistent(pool);
+  pool.free(b);
+  pool.free(c);
+  pool.release_cached();
+  ExpectConsistent(pool);
+  EXPECT_TRUE(fake.handles.empty());
+  EXPECT_EQ(fake.physical, 0u);
+}
+
+TEST_F(FakeExpandableTest, WhatIsKeptAndNotUsedGoesBackToTheDevice) {
+  // Three 8 MiB blocks, a and b in a 20 MiB segment, c in another; a and c freed. A 10 MiB
+  // request lands in c's free segment and needs one granule more, past the high-water mark (24
+  // MiB): the pool gives back the last granule of a's hole and its memory is mapped there.
+  CudaBackend backend(api_, 0, &driver_);
+  CachingAllocator pool(backend, CachingAllocator::Options{});
+  void* a = pool.allocate(8 * kMiB);
+  void* b = pool.allocate(8 * kMiB);
+  void* c = pool.allocate(8 * kMiB);
+  pool.free(a);
+  pool.free(c);
+  void* d = pool.allocate(10 * kMiB);
+  EXPECT_EQ(pool.stats().reserved_bytes, 24 * kMiB);
+  EXPECT_EQ(fake.creates, 12) << "the granule d needed came from a's hole";
+  EXPECT_EQ(fake.releases, 0);
+  ExpectConsistent(pool);
+  pool.free(b);
+  pool.free(d);
+  pool.release_cached();
+  EXPECT_TRUE(fake.handles.empty());
+}
+
+TEST_F(FakeExpandableTest, AFullDeviceGetsTheKeptMemoryBackBeforeTheLastTry) {
+  // The device holds 62 MiB. With 20 in use and a 40 MiB hole, a 44 MiB request needs 64: the
+  // commit fails with the hole's memory kept, which must go back before the pool empties its
+  // cache and gives up, leaving nothing created that is not mapped.
+  fake.capacity = 62 * kMiB;
+  CudaBackend backend(api_, 0, &driver_);
+  CachingAllocator pool(backend, CachingAllocator::Options{});
+  void* a = pool.allocate(40 * kMiB);
+  void* b = pool.allocate(20 * kMiB);
+  pool.free(a);
+  EXPECT_THROW(pool.allocate(44 * kMiB), OutOfMemoryError);
+  ExpectConsistent(pool);
+  EXPECT_EQ(fake.physical, 20 * kMiB);
+  pool.free(b);
+  pool.release_cached();
+  EXPECT_TRUE(fake.handles.empty());
+}
+
+TEST_F(FakeExpandableTest, WholeSegmentsAreCudaMallocs) {
+  CudaBackend backend(api_, 0);
+  EXPECT_EQ(backend.granularity(), 0u);
+  CachingAllocator pool(backend, CachingAllocator::Options{});
+  void* a = pool.allocate(4 * kMiB);
+  EXPECT_NE(a, nullptr);
+  EXPECT_EQ(fake.creates, 0);
+  pool.free(a);
+}
+
+}  // namespace
+}  // namespace monet
