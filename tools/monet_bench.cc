@@ -812,11 +812,14 @@ class Bench {
     monet->rival_difference_se = standard_error(differences);
   }
 
-  // monet's time minus dp's, split between the shapes both planned alike and the others.
+  // monet's time minus dp's, split between the shapes both planned alike and the others. Each
+  // cell's seconds are taken against its own baseline (the baseline runs around it), as its
+  // overhead is, so that the machine's drift between the two cells falls out and the two parts
+  // add up to the difference of their overheads.
   static void split_by_plan(Cell& monet, const Cell& dp) {
-    if (!(monet.baseline_seconds > 0)) return;
+    if (!(monet.baseline_seconds > 0) || !(dp.baseline_seconds > 0)) return;
     double alike = 0.0, apart = 0.0;
-    monet.alike_shapes = monet.apart_shapes = 0;
+    int alike_shapes = 0, apart_shapes = 0;
     for (const auto& [shape, steps] : monet.steps_by_shape) {
       const auto other = dp.steps_by_shape.find(shape);
       if (other == dp.steps_by_shape.end() || other->second.first != steps.first) return;
@@ -824,11 +827,14 @@ class Bench {
       const auto dp_plan = dp.plans_by_shape.find(shape);
       const bool same = plan != monet.plans_by_shape.end() && dp_plan != dp.plans_by_shape.end() &&
                         plan->second == dp_plan->second;
-      (same ? alike : apart) += steps.second - other->second.second;
-      ++(same ? monet.alike_shapes : monet.apart_shapes);
+      (same ? alike : apart) +=
+          steps.second / monet.baseline_seconds - other->second.second / dp.baseline_seconds;
+      ++(same ? alike_shapes : apart_shapes);
     }
-    monet.alike_points = alike / monet.baseline_seconds;
-    monet.apart_points = monet.apart_shapes > 0 ? apart / monet.baseline_seconds : std::nan("");
+    monet.alike_shapes = alike_shapes;
+    monet.apart_shapes = apart_shapes;
+    monet.alike_points = alike;
+    monet.apart_points = apart_shapes > 0 ? apart : std::nan("");
   }
 
   // The standard error of the mean of `values` (NaN for fewer than two).
@@ -971,10 +977,14 @@ class Bench {
                               100.0 * monet->rival_difference, 100.0 * monet->rival_difference_se);
         }
         if (monet != nullptr && std::isfinite(monet->alike_points)) {
-          line += fmt::format("; monet - dp: {:+.1f} points on the {} shapes planned alike",
-                              100.0 * monet->alike_points, monet->alike_shapes);
+          line += "; monet - dp:";
+          if (monet->alike_shapes > 0) {
+            line += fmt::format(" {:+.1f} points on the {} shapes planned alike",
+                                100.0 * monet->alike_points, monet->alike_shapes);
+          }
           if (monet->apart_shapes > 0) {
-            line += fmt::format(", {:+.1f} on the {} apart", 100.0 * monet->apart_points,
+            line += fmt::format("{} {:+.1f} points on the {} planned apart",
+                                monet->alike_shapes > 0 ? "," : "", 100.0 * monet->apart_points,
                                 monet->apart_shapes);
           }
         }

@@ -175,11 +175,9 @@ for c in json.load(open(sys.argv[1])):
           f'{pool.get("decommitted_bytes", 0) / steps / 2**20:.0f} MiB')
     split = c.get("against_dp_by_plan")
     if split:
-        apart = split["apart"]["points"]
-        print(f'  {"":<12} monet - dp: {split["alike"]["points"]:+.1f} points on the '
-              f'{split["alike"]["shapes"]} shapes planned alike, '
-              f'{"-" if apart is None else format(apart, "+.1f")} on the '
-              f'{split["apart"]["shapes"]} apart')
+        parts = [f'{split[k]["points"]:+.1f} points on the {split[k]["shapes"]} shapes planned {k}'
+                 for k in ("alike", "apart") if split[k]["shapes"] > 0]
+        print(f'  {"":<12} monet - dp: {", ".join(parts)}')
 PY
 }
 
