@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "allocator/caching_allocator.h"
 #include "allocator/cuda_backend.h"
@@ -32,6 +33,9 @@ struct FakeDevice {
 };
 FakeDevice fake;
 
+// The CUDA runtime's functions, one for each CudaApi entry.
+namespace runtime {
+
 cudaError_t fake_malloc(void** ptr, size_t bytes) {
   *ptr = reinterpret_cast<void*>(fake.next_address);
   fake.next_address += bytes;
@@ -52,7 +56,7 @@ cudaError_t fake_get_device_count(int* count) {
   *count = 1;
   return cudaSuccess;
 }
-cudaError_t fake_event_create(cudaEvent_t* event, unsigned int) {
+cudaError_t fake_event_create_with_flags(cudaEvent_t* event, unsigned int) {
   *event = reinterpret_cast<cudaEvent_t>(fake.next_handle++);
   return cudaSuccess;
 }
@@ -65,7 +69,12 @@ cudaError_t fake_device_synchronize() {
   return cudaSuccess;
 }
 cudaError_t fake_get_last_error() { return cudaSuccess; }
-const char* fake_error_string(cudaError_t) { return "fake error"; }
+const char* fake_get_error_string(cudaError_t) { return "fake error"; }
+
+}  // namespace runtime
+
+// The driver's, one for each CudaDriverApi entry.
+namespace driver {
 
 CUresult fake_get_granularity(size_t* granularity, const CUmemAllocationProp*,
                               CUmemAllocationGranularity_flags) {
@@ -120,42 +129,27 @@ CUresult fake_device_get_attribute(int* value, CUdevice_attribute, CUdevice) {
   *value = 1;
   return CUDA_SUCCESS;
 }
-CUresult fake_driver_error_string(CUresult, const char** text) {
+CUresult fake_get_error_string(CUresult, const char** text) {
   *text = "fake error";
   return CUDA_SUCCESS;
 }
 
+}  // namespace driver
+
+// The tables, every entry filled from the namespace's fake_<entry>.
 CudaApi fake_api() {
   CudaApi a;
-  a.malloc = fake_malloc;
-  a.free = fake_free;
-  a.mem_get_info = fake_mem_get_info;
-  a.get_device = fake_get_device;
-  a.set_device = fake_set_device;
-  a.get_device_count = fake_get_device_count;
-  a.event_create_with_flags = fake_event_create;
-  a.event_record = fake_event_record;
-  a.event_query = fake_event_query;
-  a.event_synchronize = fake_event_synchronize;
-  a.event_destroy = fake_event_destroy;
-  a.device_synchronize = fake_device_synchronize;
-  a.get_last_error = fake_get_last_error;
-  a.get_error_string = fake_error_string;
+#define MONET_FAKE(member, function) a.member = runtime::fake_##member;
+  MONET_CUDA_API(MONET_FAKE)
+#undef MONET_FAKE
   return a;
 }
 
 CudaDriverApi fake_driver() {
   CudaDriverApi d;
-  d.get_granularity = fake_get_granularity;
-  d.address_reserve = fake_address_reserve;
-  d.address_free = fake_address_free;
-  d.create = fake_create;
-  d.release = fake_release;
-  d.map = fake_map;
-  d.unmap = fake_unmap;
-  d.set_access = fake_set_access;
-  d.device_get_attribute = fake_device_get_attribute;
-  d.get_error_string = fake_driver_error_string;
+#define MONET_FAKE(member, function) d.member = driver::fake_##member;
+  MONET_CUDA_DRIVER_API(MONET_FAKE)
+#undef MONET_FAKE
   return d;
 }
 
