@@ -382,16 +382,10 @@ void CachingAllocator::process_events(bool wait) {
 std::size_t CachingAllocator::release_free_segments() {
   std::size_t released = 0;
   for (auto it = segments_.begin(); it != segments_.end();) {
-    Segment& segment = it->second;
-    Block* head = segment.head;
+    const Block* head = it->second.head;
     if (head->is_segment() && head->state == BlockState::kFree) {
-      pool_of(*head).erase(pool_of(*head).iterator_to(*head));
-      released += segment.committed_bytes;
-      release_segment(segment);
-      --stats_.segments;
-      ++stats_.segment_releases;
-      recycle(head);
-      it = segments_.erase(it);
+      released += it->second.committed_bytes;
+      it = release_free_segment(it);
     } else {
       ++it;
     }
@@ -400,42 +394,49 @@ std::size_t CachingAllocator::release_free_segments() {
 }
 
 std::size_t CachingAllocator::release_free_segments(std::size_t bytes) {
-  std::vector<Segment*> free_segments;
+  std::vector<SegmentMap::iterator> free_segments;
   std::size_t available = 0;
-  for (auto& [base, segment] : segments_) {
-    if (segment.head->is_segment() && segment.head->state == BlockState::kFree) {
-      free_segments.push_back(&segment);
-      available += segment.size;
+  for (auto it = segments_.begin(); it != segments_.end(); ++it) {
+    const Block* head = it->second.head;
+    if (head->is_segment() && head->state == BlockState::kFree) {
+      free_segments.push_back(it);
+      available += it->second.committed_bytes;
     }
   }
   if (available < bytes) return 0;
+  const auto held = [](SegmentMap::iterator it) { return it->second.committed_bytes; };
   std::sort(free_segments.begin(), free_segments.end(),
-            [](const Segment* a, const Segment* b) { return a->size < b->size; });
-  std::vector<Segment*> chosen;
-  const auto enough =
-      std::lower_bound(free_segments.begin(), free_segments.end(), bytes,
-                       [](const Segment* s, std::size_t wanted) { return s->size < wanted; });
+            [&](SegmentMap::iterator a, SegmentMap::iterator b) { return held(a) < held(b); });
+  std::vector<SegmentMap::iterator> chosen;
+  const auto enough = std::lower_bound(
+      free_segments.begin(), free_segments.end(), bytes,
+      [&](SegmentMap::iterator it, std::size_t wanted) { return held(it) < wanted; });
   if (enough != free_segments.end()) {
     chosen.push_back(*enough);
   } else {
     std::size_t sum = 0;
     for (auto it = free_segments.rbegin(); it != free_segments.rend() && sum < bytes; ++it) {
       chosen.push_back(*it);
-      sum += (*it)->size;
+      sum += held(*it);
     }
   }
   std::size_t released = 0;
-  for (Segment* segment : chosen) {
-    Block* head = segment->head;
-    pool_of(*head).erase(pool_of(*head).iterator_to(*head));
-    released += segment->size;
-    release_segment(*segment);
-    --stats_.segments;
-    ++stats_.segment_releases;
-    recycle(head);
-    segments_.erase(segments_.find(segment->base));
+  for (const SegmentMap::iterator it : chosen) {
+    released += held(it);
+    release_free_segment(it);
   }
   return released;
+}
+
+CachingAllocator::SegmentMap::iterator CachingAllocator::release_free_segment(
+    SegmentMap::iterator it) {
+  Block* head = it->second.head;
+  pool_of(*head).erase(pool_of(*head).iterator_to(*head));
+  release_segment(it->second);
+  --stats_.segments;
+  ++stats_.segment_releases;
+  recycle(head);
+  return segments_.erase(it);
 }
 
 std::size_t CachingAllocator::release_cached() {

@@ -104,6 +104,8 @@ class CachingAllocator {
                         bi::power_2_buckets<true>,
                         bi::member_hook<Block, decltype(Block::active_hook), &Block::active_hook>>;
 
+  using SegmentMap = std::map<const char*, Segment>;  // by base address
+
   struct PendingEvent {
     Event event;
     Block* block;
@@ -129,6 +131,8 @@ class CachingAllocator {
   // pool does before it empties its cache). Returns the bytes released, 0 when the free segments
   // together are not enough (then none is released).
   std::size_t release_free_segments(std::size_t bytes);
+  // Gives the wholly free segment at `it` back to the device; returns the entry after it.
+  SegmentMap::iterator release_free_segment(SegmentMap::iterator it);
   [[noreturn]] void throw_out_of_memory(std::size_t requested);
   std::size_t largest_free() const;
   Block* new_block();
@@ -144,9 +148,9 @@ class CachingAllocator {
   FreeSet large_free_;
   std::vector<ActiveIndex::bucket_type> buckets_;
   ActiveIndex active_;
-  const std::size_t granularity_;            // the backend's; 0: segments held whole
-  std::size_t high_water_ = 0;               // the most bytes ever reserved
-  std::map<const char*, Segment> segments_;  // by base address; nodes stay put
+  const std::size_t granularity_;  // the backend's; 0: segments held whole
+  std::size_t high_water_ = 0;     // the most bytes ever reserved
+  SegmentMap segments_;            // by base address; nodes stay put
   std::deque<PendingEvent> pending_;
 
   std::deque<Block> block_storage_;  // owns every Block; addresses stay stable

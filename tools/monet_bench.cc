@@ -239,7 +239,7 @@ struct Cell {
   std::int64_t peak_in_use_bytes = 0;
   // What the training pool did over the run (differences of its MemoryStats): the work that
   // holding the budget cost the allocator, which the plans' prices do not count. A flush gives
-  // back every cached segment (on CUDA a cudaFree each, which waits for the device), and with
+  // cached segments back (on CUDA a cudaFree each, which waits for the device), and with
   // expandable segments the bytes decommitted are unmapped after a wait for the device.
   std::uint64_t cache_flushes = 0;
   std::uint64_t segment_reserves = 0;
