@@ -522,7 +522,13 @@ class Bench {
     spec.device = device_;
     spec.start_with_largest = true;
     auto step_start = std::chrono::steady_clock::now();
-    spec.before_steps = [&] { step_start = std::chrono::steady_clock::now(); };
+    // The allocator's counters cover the timed steps only: the run's start empties the cache and
+    // fills it again, which is no step's work (a run that fails before its steps counts from here).
+    monet::MemoryStats pool_before = monet::workloads::pool_for(device_).stats();
+    spec.before_steps = [&] {
+      pool_before = monet::workloads::pool_for(device_).stats();
+      step_start = std::chrono::steady_clock::now();
+    };
     spec.on_step = [&](int i, const monet::workloads::Batch& b, const monet::StepReport& r,
                        double) {
       const auto step_end = std::chrono::steady_clock::now();
@@ -557,7 +563,6 @@ class Bench {
       c.error = error;
       c.peak_bytes = monet::workloads::pool_for(device_).stats().peak_reserved_bytes;
     };
-    const monet::MemoryStats pool_before = monet::workloads::pool_for(device_).stats();
     const auto count_pool = [&] {
       const monet::MemoryStats after = monet::workloads::pool_for(device_).stats();
       c.cache_flushes = after.cache_flushes - pool_before.cache_flushes;
