@@ -521,21 +521,15 @@ class Bench {
     spec.seed = flags_.seed;
     spec.device = device_;
     spec.start_with_largest = true;
-    auto step_start = std::chrono::steady_clock::now();
     // The allocator's counters cover the timed steps only: the run's start empties the cache and
     // fills it again, which is no step's work (a run that fails before its steps counts from here).
     monet::MemoryStats pool_before = monet::workloads::pool_for(device_).stats();
-    spec.before_steps = [&] {
-      pool_before = monet::workloads::pool_for(device_).stats();
-      step_start = std::chrono::steady_clock::now();
-    };
-    spec.on_step = [&](int i, const monet::workloads::Batch& b, const monet::StepReport& r,
-                       double) {
-      const auto step_end = std::chrono::steady_clock::now();
+    spec.before_steps = [&] { pool_before = monet::workloads::pool_for(device_).stats(); };
+    spec.on_step = [&](int i, const monet::workloads::Batch& b, const monet::StepReport& r, double,
+                       double seconds) {
       auto& [shape_steps, shape_seconds] = c.steps_by_shape[w.shape_of(b)];
       ++shape_steps;
-      shape_seconds += std::chrono::duration<double>(step_end - step_start).count();
-      step_start = step_end;
+      shape_seconds += seconds;
       c.iterations = i - chunk.first + 1;
       c.planned_seconds += r.planned_seconds;
       if (!r.plan.empty()) c.plans_by_shape[w.shape_of(b)] = r.plan;

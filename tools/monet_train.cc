@@ -118,7 +118,7 @@ monet::workloads::TrainResult train(const monet::workloads::Workload& w, const F
   spec.seed = flags.seed;
   spec.device = device;
   spec.on_step = [&](int i, const monet::workloads::Batch& b, const monet::StepReport& r,
-                     double loss) {
+                     double loss, double) {
     const std::string how = options.budget_bytes == 0 ? "no budget"
                             : r.profiled              ? "measured+planned"
                             : r.plan_from_cache       ? "plan cached"

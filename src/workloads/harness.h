@@ -56,12 +56,16 @@ struct TrainSpec {
   bool start_with_largest = false;
   // Called once, right before the first timed step.
   std::function<void()> before_steps;
-  // Called after each timed step: its index in the stream, the batch, the step's report, the loss.
-  std::function<void(int, const Batch&, const StepReport&, double)> on_step;
+  // Called after each timed step: its index in the stream, the batch, the step's report, the
+  // loss, and the step's time in seconds (as TrainResult::seconds counts it).
+  std::function<void(int, const Batch&, const StepReport&, double, double)> on_step;
 };
 
 struct TrainResult {
-  double seconds = 0.0;           // the timed steps, wall clock
+  // The timed steps' wall clock, each from its batch on the device (the device idle) to the
+  // optimizer's step done (the device waited for): making and copying the batches, a data
+  // loader's work, is not counted.
+  double seconds = 0.0;
   std::size_t peak_reserved = 0;  // the pool's peak of reserved bytes over the whole run
   std::int64_t peak_in_use = 0;   // the largest StepReport::measured_peak_bytes
   RuntimeStats stats;             // the runtime's totals, the untimed step included
