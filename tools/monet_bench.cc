@@ -266,11 +266,9 @@ struct Cell {
   // baseline's measured time of as many steps: the share of a step that its stages account for.
   // The rest (the optimizer, the loss, launches, copies, the runtime's own work) no plan changes,
   // so a measured overhead near planned_overhead() * stage_share() is the plans' recomputation
-  // as the model timed it. None for `static`: its one plan, and so the times reported with it,
-  // are the largest input's at every step.
+  // as the model timed it (`static`'s one plan priced on each step's own shape).
   double stage_share() const {
-    if (strategy == "none" || strategy == "static" || !(baseline_seconds > 0) ||
-        !(unconstrained_seconds > 0)) {
+    if (strategy == "none" || !(baseline_seconds > 0) || !(unconstrained_seconds > 0)) {
       return std::nan("");
     }
     return unconstrained_seconds / baseline_seconds;

@@ -114,8 +114,9 @@ struct StepReport {
   std::int64_t budget_bytes = 0;  // what the plan was made for (budget less margin)
   double plan_us = 0.0;           // microseconds spent planning (0 on a cache hit)
   // simulate()'s time of the plan that ran and of keeping every stage, seconds, on the chain it
-  // was planned for (measured or predicted): their ratio is the recomputation the plan meant to
-  // add, free of the machine's noise. 0 without a budget.
+  // was planned for (measured or predicted; under plan_once, this step's shape's predicted chain
+  // where it has one): their ratio is the recomputation the plan meant to add, free of the
+  // machine's noise. 0 without a budget.
   double planned_seconds = 0.0;
   double unconstrained_seconds = 0.0;
   double seconds = 0.0;  // the whole step, measurement pass included

@@ -116,7 +116,14 @@ class RuntimeImpl {
       try {
         const PlanResult plan = plan_for(input, plan_shape, pool, &measuring);
         planned_for = plan.budget_bytes;
-        last_.predicted_peak_bytes = predicted_peak(shape, plan.plan, pool);
+        const std::optional<Chain> chain = predicted_chain(shape, plan.plan, pool);
+        const Simulation walk = chain ? simulate(*chain, plan.plan) : Simulation{};
+        last_.predicted_peak_bytes = walk.peak_bytes;
+        if (chain && shape != plan_shape) {
+          // Under plan_once the plan was made for another shape: priced on this one's chain.
+          last_.planned_seconds = walk.time;
+          last_.unconstrained_seconds = simulate(*chain, keep_all()).time;
+        }
         const Held before = held(pool);
         const Mark mark = pool.mark();
         at::Tensor loss = run_plan(stages_, plan.plan, input, anchor_);
@@ -330,18 +337,21 @@ class RuntimeImpl {
     return x;
   }
 
-  // The plan's peak on the predictor's point estimate for `shape` (StepReport), 0 when the
-  // predictor has none.
-  std::int64_t predicted_peak(const Shape& shape, const Plan& plan, CachingAllocator& pool) const {
-    if (options_.budget_bytes == 0 || last_.profiled || !predictor_) return 0;
+  // The predictor's point estimate of `shape`'s chain, with what stays between steps, for walking
+  // `plan` over; none without a budget, on a step that measured the shape, or where the plan runs
+  // a variant the prediction does not have yet (one appears in predictions once profiled at
+  // enough shapes).
+  std::optional<Chain> predicted_chain(const Shape& shape, const Plan& plan,
+                                       CachingAllocator& pool) const {
+    if (options_.budget_bytes == 0 || last_.profiled || !predictor_) return std::nullopt;
     Chain chain = predictor_->predict(shape);
-    // A variant appears in predictions once profiled at enough shapes: until then a plan that
-    // runs it (made at a measured shape) has no prediction here.
     for (std::size_t k = 0; k < chain.stages.size(); ++k) {
-      if (plan.stages[k].variant >= static_cast<int>(chain.stages[k].variants.size())) return 0;
+      if (plan.stages[k].variant >= static_cast<int>(chain.stages[k].variants.size())) {
+        return std::nullopt;
+      }
     }
     set_held(&chain, pool);
-    return simulate(chain, plan).peak_bytes;
+    return chain;
   }
 
   // A cached plan no longer fits: the bytes that stay between steps grew since it was made, by

@@ -3,6 +3,7 @@
 // allocator never holds more than the budget, no step is lost, and the retries are counted. The
 // same on a CUDA device where LibTorch has one (RuntimeBudgetCuda; skipped elsewhere).
 #include <cmath>
+#include <filesystem>
 
 #include "allocator/device_pools.h"
 #include "runtime_testing.h"
@@ -204,6 +205,48 @@ TEST(RuntimeBudget, WhatMeasurementsDoNotShowIsKeptFreeNotMeasuredAgain) {
   // The plan's budget left the 4 MiB free.
   EXPECT_LE(r.budget_bytes, (64 << 20) - (4 << 20));
   workloads::pool_for(torch::kCPU).set_budget_bytes(0);
+}
+
+// A plan made once, for the largest shape (Options::plan_once, monet-bench's `static`), runs at
+// every shape; what it and keeping every stage cost is priced on the shape that ran, from a
+// predictor that knows it, not reported as the largest shape's at every step.
+TEST(RuntimeBudget, APlanMadeOnceIsPricedOnTheShapeThatRan) {
+  install();
+  auto w = testing::small_transformer();
+  const std::string path = ::testing::TempDir() + "/monet_runtime_plan_once_state.json";
+  std::filesystem::remove(path);
+  const std::int64_t peak = workloads::unconstrained_peak(*w, 1).in_use_bytes;
+  Options o;
+  o.budget_bytes = peak / 2;
+  o.predictor_state = path;
+  const workloads::Batch largest = w->largest_batch();
+  const workloads::Batch small = w->batch(5, 0);
+  ASSERT_LT(small.input.size(1), largest.input.size(1));
+  const auto step = [&](Runtime& rt, const workloads::Batch& b) {
+    rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
+    return rt.last_step();
+  };
+  {  // a job that planned per shape leaves a predictor that knows both shapes
+    Runtime per_shape(w->make_model(3), o);
+    for (int i = 0; i < 2; ++i) {
+      step(per_shape, largest);
+      step(per_shape, small);
+    }
+  }
+  o.plan_once = true;
+  Runtime once(w->make_model(3), o);
+  step(once, largest);  // the gradients it leaves are planned for from the next step on
+  const StepReport at_largest = step(once, largest);
+  const StepReport at_small = step(once, small);
+  EXPECT_EQ(once.stats().profiled_steps, 0);
+  EXPECT_EQ(at_small.plan, at_largest.plan);
+  ASSERT_GT(at_largest.unconstrained_seconds, 0.0);
+  EXPECT_LT(at_small.unconstrained_seconds, at_largest.unconstrained_seconds);
+  EXPECT_LT(at_small.planned_seconds, at_largest.planned_seconds);
+  EXPECT_GE(at_small.planned_seconds, at_small.unconstrained_seconds);
+  EXPECT_GT(at_small.predicted_peak_bytes, 0);
+  std::filesystem::remove(path);
+  pools::cpu().set_budget_bytes(0);
 }
 
 // On a CUDA device: the budget caps monet's CUDA pool, and the runtime's measurement passes time
