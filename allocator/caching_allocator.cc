@@ -379,11 +379,14 @@ void CachingAllocator::process_events(bool wait) {
   }
 }
 
+bool CachingAllocator::wholly_free(const Segment& segment) {
+  return segment.head->is_segment() && segment.head->state == BlockState::kFree;
+}
+
 std::size_t CachingAllocator::release_free_segments() {
   std::size_t released = 0;
   for (auto it = segments_.begin(); it != segments_.end();) {
-    const Block* head = it->second.head;
-    if (head->is_segment() && head->state == BlockState::kFree) {
+    if (wholly_free(it->second)) {
       released += it->second.committed_bytes;
       it = release_free_segment(it);
     } else {
@@ -397,8 +400,7 @@ std::size_t CachingAllocator::release_free_segments(std::size_t bytes) {
   std::vector<SegmentMap::iterator> free_segments;
   std::size_t available = 0;
   for (auto it = segments_.begin(); it != segments_.end(); ++it) {
-    const Block* head = it->second.head;
-    if (head->is_segment() && head->state == BlockState::kFree) {
+    if (wholly_free(it->second)) {
       free_segments.push_back(it);
       available += it->second.committed_bytes;
     }

@@ -133,6 +133,8 @@ class CachingAllocator {
   std::size_t release_free_segments(std::size_t bytes);
   // Gives the wholly free segment at `it` back to the device; returns the entry after it.
   SegmentMap::iterator release_free_segment(SegmentMap::iterator it);
+  // Whether no block of `segment` is in use or pending: its head spans it and is free.
+  static bool wholly_free(const Segment& segment);
   [[noreturn]] void throw_out_of_memory(std::size_t requested);
   std::size_t largest_free() const;
   Block* new_block();

@@ -218,8 +218,8 @@ struct Cell {
   // The plan each shape last ran, one letter a stage (StepReport::plan: K kept, C checkpointed,
   // S a new segment right after another; lower case a lean variant).
   std::map<std::string, std::string> plans_by_shape;
-  // Each shape's timed steps and their wall time, seconds (a step ends at its loss's read, which
-  // waits for the device).
+  // Each shape's timed steps and their time, seconds, as workloads::train times a step (from its
+  // batch on the device to its optimizer's step done).
   std::map<std::string, std::pair<int, double>> steps_by_shape;
   // monet's cells: monet's time minus dp's over the shapes whose last plans were alike (the same
   // stages kept and checkpointed, no lean variant) and over the others, as points of the
@@ -237,7 +237,7 @@ struct Cell {
   double unconstrained_seconds = 0.0;
   std::size_t peak_bytes = 0;  // reserved, over the whole run
   std::int64_t peak_in_use_bytes = 0;
-  // What the training pool did over the run (differences of its MemoryStats): the work that
+  // What the training pool did over the timed steps (differences of its MemoryStats): the work that
   // holding the budget cost the allocator, which the plans' prices do not count. A flush gives
   // cached segments back (on CUDA a cudaFree each, which waits for the device), and with
   // expandable segments the bytes decommitted are unmapped after a wait for the device.
