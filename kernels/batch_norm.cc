@@ -198,6 +198,92 @@ struct BatchNormReLUConvolution : torch::autograd::Function<BatchNormReLUConvolu
   }
 };
 
+// batch_norm(conv2d(relu(batch_norm(x)))) keeping only the first BatchNorm's output y before the
+// ReLU (and both BatchNorms' statistics): backward recomputes the convolution's input relu(y) and
+// its output c, runs torch's own BatchNorm backward on c and torch's convolution backward on
+// relu(y), then the ReLU's and the output-keeping BatchNorm's. torch's four ops keep x, relu(y)
+// and c; the compact ops keep y and the second BatchNorm's output.
+struct BatchNormReLUConvolutionBatchNorm
+    : torch::autograd::Function<BatchNormReLUConvolutionBatchNorm> {
+  static at::Tensor forward(
+      AutogradContext* ctx, const at::Tensor& x, const c10::optional<at::Tensor>& weight_arg,
+      const c10::optional<at::Tensor>& bias_arg, const c10::optional<at::Tensor>& running_mean,
+      const c10::optional<at::Tensor>& running_var, double momentum, double eps,
+      const at::Tensor& conv_weight, const c10::optional<at::Tensor>& conv_bias,
+      std::vector<std::int64_t> stride, std::vector<std::int64_t> padding,
+      std::vector<std::int64_t> dilation, std::int64_t groups,
+      const c10::optional<at::Tensor>& weight2_arg, const c10::optional<at::Tensor>& bias2_arg,
+      const c10::optional<at::Tensor>& running_mean2, const c10::optional<at::Tensor>& running_var2,
+      double momentum2, double eps2) {
+    const at::Tensor weight = weight_arg.value_or(at::Tensor());
+    const at::Tensor bias = bias_arg.value_or(at::Tensor());
+    KeptBatchNorm kept =
+        forward_keeping_output(x, weight, bias, running_mean, running_var, momentum, eps);
+    at::Tensor c =
+        at::convolution(at::relu(kept.y), conv_weight, conv_bias, stride, padding, dilation,
+                        /*transposed=*/false, /*output_padding=*/{0, 0}, groups);
+    at::Tensor out, mean2, invstd2;
+    std::tie(out, mean2, invstd2) = at::native_batch_norm(
+        c, weight2_arg, bias2_arg, running_mean2, running_var2, /*training=*/true, momentum2, eps2);
+    // Saved tensors, unlike saved_data, are released when this node's backward has run.
+    ctx->save_for_backward({weight, bias, kept.mean, kept.invstd, conv_weight, kept.y, kept.weak,
+                            kept.weak_input, weight2_arg.value_or(at::Tensor()),
+                            bias2_arg.value_or(at::Tensor()), mean2, invstd2,
+                            conv_bias.value_or(at::Tensor())});
+    ctx->saved_data["conv_bias"] = conv_bias.has_value();
+    ctx->saved_data["stride"] = stride;
+    ctx->saved_data["padding"] = padding;
+    ctx->saved_data["dilation"] = dilation;
+    ctx->saved_data["groups"] = groups;
+    ctx->saved_data["eps2"] = eps2;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& conv_weight = saved[4];
+    const at::Tensor& y = saved[5];
+    const at::Tensor& weight2 = saved[8];
+    const at::Tensor& bias2 = saved[9];
+    const bool has_conv_bias = ctx->saved_data["conv_bias"].toBool();
+    const std::vector<std::int64_t> stride = ctx->saved_data["stride"].toIntVector();
+    const std::vector<std::int64_t> padding = ctx->saved_data["padding"].toIntVector();
+    const std::vector<std::int64_t> dilation = ctx->saved_data["dilation"].toIntVector();
+    const std::int64_t groups = ctx->saved_data["groups"].toInt();
+    const std::vector<std::int64_t> bias_sizes{conv_weight.size(0)};
+    at::Tensor grad_input, grad_conv_weight, grad_conv_bias, grad_weight2, grad_bias2;
+    {
+      at::Tensor input = at::relu(y);  // the convolution's input, recomputed
+      at::Tensor grad_c;
+      {
+        // The convolution's output, recomputed: the second BatchNorm's input.
+        const at::Tensor c = at::convolution(input, conv_weight, saved[12], stride, padding,
+                                             dilation, /*transposed=*/false,
+                                             /*output_padding=*/{0, 0}, groups);
+        std::tie(grad_c, grad_weight2, grad_bias2) = at::native_batch_norm_backward(
+            grads[0], c, weight2, /*running_mean=*/c10::nullopt, /*running_var=*/c10::nullopt,
+            saved[10], saved[11], /*train=*/true, ctx->saved_data["eps2"].toDouble(),
+            {true, weight2.defined(), bias2.defined()});
+      }
+      std::tie(grad_input, grad_conv_weight, grad_conv_bias) = at::convolution_backward(
+          grad_c, input, conv_weight,
+          has_conv_bias ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt, stride, padding,
+          dilation, /*transposed=*/false, /*output_padding=*/{0, 0}, groups,
+          {true, conv_weight.requires_grad(), has_conv_bias});
+    }
+    const at::Tensor g = at::threshold_backward(grad_input, y, 0);
+    grad_input = at::Tensor();
+    variable_list out =
+        backward_from_output(g, y, saved[0], saved[1], saved[2], saved[3], saved[6], saved[7]);
+    out.resize(19);  // nothing for the statistics, momenta, eps and the convolution's shape
+    out[7] = grad_conv_weight;
+    out[8] = grad_conv_bias;
+    out[13] = weight2.defined() ? grad_weight2 : at::Tensor();
+    out[14] = bias2.defined() ? grad_bias2 : at::Tensor();
+    return out;
+  }
+};
+
 c10::optional<at::Tensor> optional(const at::Tensor& t) {
   return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
 }
@@ -218,7 +304,6 @@ at::Tensor plain_batch_norm(const at::Tensor& x, const at::Tensor& weight, const
 at::Tensor batch_norm_variant(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                               const at::Tensor& running_mean, const at::Tensor& running_var,
                               bool training, double momentum, double eps, bool fuse_relu) {
-  count_variant_op_call();
   if (op_mode() == OpMode::kDefault || !training || !needs_grad(x, weight, bias)) {
     at::Tensor y =
         plain_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
@@ -230,11 +315,40 @@ at::Tensor batch_norm_variant(const at::Tensor& x, const at::Tensor& weight, con
                                        optional(running_var), momentum, eps, fuse_relu);
 }
 
+// conv2d(relu(batch_norm(x))): the plain ops, or the compact op where it keeps less.
+at::Tensor bn_relu_conv2d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                          const at::Tensor& running_mean, const at::Tensor& running_var,
+                          bool training, double momentum, double eps, const at::Tensor& conv_weight,
+                          const at::Tensor& conv_bias, at::IntArrayRef stride,
+                          at::IntArrayRef padding, at::IntArrayRef dilation, std::int64_t groups) {
+  const bool grad =
+      at::GradMode::is_enabled() && (needs_grad(x, weight, bias) || conv_weight.requires_grad() ||
+                                     (conv_bias.defined() && conv_bias.requires_grad()));
+  if (op_mode() == OpMode::kDefault || !training || !grad) {
+    const at::Tensor y =
+        plain_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
+    return at::conv2d(at::relu(y), conv_weight, conv_bias, stride, padding, dilation, groups);
+  }
+  return BatchNormReLUConvolution::apply(
+      x, optional(weight), optional(bias), optional(running_mean), optional(running_var), momentum,
+      eps, conv_weight, optional(conv_bias), stride.vec(), padding.vec(), dilation.vec(), groups);
+}
+
+void check_conv_args(const char* op, const at::Tensor& x, const at::Tensor& conv_weight,
+                     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation) {
+  TORCH_CHECK(x.dim() == 4 && conv_weight.dim() == 4, "monet::ops::", op,
+              ": expected a 4-d input and a 4-d convolution weight, got ", x.dim(), "-d and ",
+              conv_weight.dim(), "-d");
+  TORCH_CHECK(stride.size() == 2 && padding.size() == 2 && dilation.size() == 2, "monet::ops::", op,
+              ": stride, padding and dilation take 2 values each (height, width)");
+}
+
 }  // namespace
 
 at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                       const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
                       double momentum, double eps) {
+  count_variant_op_call();
   return batch_norm_variant(x, weight, bias, running_mean, running_var, training, momentum, eps,
                             /*fuse_relu=*/false);
 }
@@ -242,6 +356,7 @@ at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::T
 at::Tensor batch_norm_relu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                            const at::Tensor& running_mean, const at::Tensor& running_var,
                            bool training, double momentum, double eps) {
+  count_variant_op_call();
   return batch_norm_variant(x, weight, bias, running_mean, running_var, training, momentum, eps,
                             /*fuse_relu=*/true);
 }
@@ -254,24 +369,38 @@ at::Tensor batch_norm_relu_conv2d(const at::Tensor& x, const at::Tensor& weight,
                                   at::IntArrayRef padding, at::IntArrayRef dilation,
                                   std::int64_t groups) {
   count_variant_op_call();
-  TORCH_CHECK(x.dim() == 4 && conv_weight.dim() == 4,
-              "monet::ops::batch_norm_relu_conv2d: expected a 4-d input and a 4-d convolution "
-              "weight, got ",
-              x.dim(), "-d and ", conv_weight.dim(), "-d");
-  TORCH_CHECK(stride.size() == 2 && padding.size() == 2 && dilation.size() == 2,
-              "monet::ops::batch_norm_relu_conv2d: stride, padding and dilation take 2 values "
-              "each (height, width)");
-  const bool grad =
-      at::GradMode::is_enabled() && (needs_grad(x, weight, bias) || conv_weight.requires_grad() ||
-                                     (conv_bias.defined() && conv_bias.requires_grad()));
-  if (op_mode() == OpMode::kDefault || !training || !grad) {
-    const at::Tensor y =
-        plain_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
-    return at::conv2d(at::relu(y), conv_weight, conv_bias, stride, padding, dilation, groups);
+  check_conv_args("batch_norm_relu_conv2d", x, conv_weight, stride, padding, dilation);
+  return bn_relu_conv2d(x, weight, bias, running_mean, running_var, training, momentum, eps,
+                        conv_weight, conv_bias, stride, padding, dilation, groups);
+}
+
+at::Tensor batch_norm_relu_conv2d_batch_norm(const at::Tensor& x, const BatchNormArgs& first,
+                                             const Conv2dArgs& conv, const BatchNormArgs& second,
+                                             bool training) {
+  count_variant_op_call(/*recomputes=*/true);
+  check_conv_args("batch_norm_relu_conv2d_batch_norm", x, conv.weight, conv.stride, conv.padding,
+                  conv.dilation);
+  const OpMode mode = op_mode();
+  const bool grad = at::GradMode::is_enabled() &&
+                    (needs_grad(x, first.weight, first.bias) || conv.weight.requires_grad() ||
+                     (conv.bias.defined() && conv.bias.requires_grad()) ||
+                     needs_grad(x, second.weight, second.bias));
+  if (!recomputes(mode) || !training || !grad) {
+    // The plain ops, or the compact pair; each decides for itself.
+    const at::Tensor c =
+        bn_relu_conv2d(x, first.weight, first.bias, first.running_mean, first.running_var, training,
+                       first.momentum, first.eps, conv.weight, conv.bias, conv.stride, conv.padding,
+                       conv.dilation, conv.groups);
+    return batch_norm_variant(c, second.weight, second.bias, second.running_mean,
+                              second.running_var, training, second.momentum, second.eps,
+                              /*fuse_relu=*/false);
   }
-  return BatchNormReLUConvolution::apply(
-      x, optional(weight), optional(bias), optional(running_mean), optional(running_var), momentum,
-      eps, conv_weight, optional(conv_bias), stride.vec(), padding.vec(), dilation.vec(), groups);
+  return BatchNormReLUConvolutionBatchNorm::apply(
+      x, optional(first.weight), optional(first.bias), optional(first.running_mean),
+      optional(first.running_var), first.momentum, first.eps, conv.weight, optional(conv.bias),
+      conv.stride, conv.padding, conv.dilation, conv.groups, optional(second.weight),
+      optional(second.bias), optional(second.running_mean), optional(second.running_var),
+      second.momentum, second.eps);
 }
 
 }  // namespace monet::ops

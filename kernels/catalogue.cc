@@ -6,6 +6,7 @@ namespace {
 constexpr OpMode kD = OpMode::kDefault;
 constexpr OpMode kC = OpMode::kCompact;
 constexpr OpMode kR = OpMode::kRegenerate;
+constexpr OpMode kM = OpMode::kRecompute;
 
 // Per input element, fp32. Pooling outputs are per output element over the window's stride
 // (k x k stride k: 1 / k^2 of the input), written here for the common 2x2 stride 2 pooling.
@@ -40,6 +41,17 @@ std::vector<VariantEntry> make_catalogue() {
        "keeps the BatchNorm output before the ReLU; backward recomputes the convolution's input "
        "relu(y) and runs torch's convolution backward"},
       {"batch_norm_relu_conv2d", kR, false, false, 4, 4, 8, true, "aten", "as compact"},
+      {"batch_norm_relu_conv2d_batch_norm", kD, true, false, 8, 12, 12, true, "aten",
+       "torch's four ops: the first BatchNorm's input, the ReLU's output (the convolution's "
+       "input) and the convolution's output (the second BatchNorm's input)"},
+      {"batch_norm_relu_conv2d_batch_norm", kC, false, true, 4, 8, 12, true, "aten",
+       "batch_norm_relu_conv2d and the output-keeping batch_norm: the first BatchNorm's output "
+       "before the ReLU, and the second's output"},
+      {"batch_norm_relu_conv2d_batch_norm", kM, false, false, 4, 4, 12, true, "aten",
+       "keeps the first BatchNorm's output before the ReLU; backward recomputes the convolution "
+       "(one more forward of it) and runs torch's own BatchNorm and convolution backwards"},
+      {"batch_norm_relu_conv2d_batch_norm", kR, false, false, 4, 4, 12, true, "aten",
+       "as recompute"},
       {"max_pool2d", kD, true, false, 2, 6, 6, true, "aten",
        "torch: keeps its input and int64 indices (8 B an output; 2x2/2 pooling)"},
       {"max_pool2d", kC, false, false, 0.125, 0.125, 6, true, "kernel",
@@ -67,7 +79,8 @@ const VariantEntry* find_variant(std::string_view op, OpMode mode) {
   for (const VariantEntry& entry : variant_catalogue()) {
     if (entry.op == op && entry.mode == mode) return &entry;
   }
-  return nullptr;
+  // Every op without an entry of its own for kRecompute runs it as kCompact.
+  return mode == OpMode::kRecompute ? find_variant(op, OpMode::kCompact) : nullptr;
 }
 
 }  // namespace monet::kernels

@@ -17,7 +17,8 @@ namespace monet::kernels {
 
 struct VariantEntry {
   std::string_view op;  // "relu", "dropout", "batch_norm", "batch_norm_relu",
-                        // "batch_norm_relu_conv2d", "max_pool2d", "gelu", "softmax"
+                        // "batch_norm_relu_conv2d", "batch_norm_relu_conv2d_batch_norm",
+                        // "max_pool2d", "gelu", "softmax"
   OpMode mode;
   bool keeps_input;        // the op's input tensor, for backward
   bool keeps_output;       // the op's output tensor (for the fused ops: the BatchNorm's)
@@ -29,10 +30,11 @@ struct VariantEntry {
   std::string_view note;
 };
 
-// Every (op, mode) pair, default modes included, in a fixed order.
+// Every (op, mode) pair, default modes included, in a fixed order. kRecompute has entries only
+// where it differs from kCompact.
 const std::vector<VariantEntry>& variant_catalogue();
 
-// The entry of `op` in `mode`, or nullptr.
+// The entry of `op` in `mode` (kRecompute: kCompact's where it has none of its own), or nullptr.
 const VariantEntry* find_variant(std::string_view op, OpMode mode);
 
 }  // namespace monet::kernels

@@ -95,7 +95,7 @@ at::Tensor dropout(const at::Tensor& x, double p, bool training) {
     return at::dropout(x, p, training);
   }
   const bool keep = at::GradMode::is_enabled() && x.requires_grad();
-  if (mode == OpMode::kCompact) {
+  if (mode != OpMode::kRegenerate) {  // compact, recompute
     if (keep) return CompactDropout::apply(x, p);
     return torch_dropout(x, p).first;
   }

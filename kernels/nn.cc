@@ -272,6 +272,71 @@ void BatchNorm2dReLUConv2dImpl::pretty_print(std::ostream& stream) const {
          << ", stride=" << conv_options_.stride() << ")";
 }
 
+// --- BatchNorm2dReLUConv2dBatchNorm2d
+// --------------------------------------------------------------
+
+BatchNorm2dReLUConv2dBatchNorm2dImpl::BatchNorm2dReLUConv2dBatchNorm2dImpl(
+    const torch::nn::BatchNorm2dOptions& bn_options, const torch::nn::Conv2dOptions& conv_options,
+    const torch::nn::BatchNorm2dOptions& bn2_options)
+    : bn_options_(bn_options), conv_options_(conv_options), bn2_options_(bn2_options) {
+  reset();
+}
+
+BatchNorm2dReLUConv2dBatchNorm2dImpl::BatchNorm2dReLUConv2dBatchNorm2dImpl(
+    BatchNorm2dReLUConv2d first_module, BatchNorm2d second_module)
+    : bn_options_(first_module->bn->options),
+      conv_options_(options_of(*first_module->conv)),
+      bn2_options_(second_module->options) {
+  first = register_module("first", std::move(first_module));
+  second = register_module("second", std::move(second_module));
+  check();
+}
+
+void BatchNorm2dReLUConv2dBatchNorm2dImpl::reset() {
+  // In torch::nn's order: the BatchNorm, the convolution, the second BatchNorm.
+  first = register_module("first", BatchNorm2dReLUConv2d(bn_options_, conv_options_));
+  second = register_module("second", BatchNorm2d(bn2_options_));
+  check();
+}
+
+void BatchNorm2dReLUConv2dBatchNorm2dImpl::check() {
+  TORCH_CHECK(bn2_options_.num_features() == conv_options_.out_channels(),
+              "monet::nn::BatchNorm2dReLUConv2dBatchNorm2d: the convolution makes ",
+              conv_options_.out_channels(), " channels but the second BatchNorm has ",
+              bn2_options_.num_features(), " features; they must be equal");
+}
+
+torch::Tensor BatchNorm2dReLUConv2dBatchNorm2dImpl::forward(const torch::Tensor& input) {
+  BatchNorm2dReLUImpl& bn = *first->bn;
+  BatchNorm2dImpl& bn2 = *second;
+  const torch::nn::Conv2dImpl& conv = *first->conv;
+  if (bn.uses_batch_stats() != bn2.uses_batch_stats()) {
+    // One op takes one training flag: the two ops, each with its own.
+    return bn2.forward(first->forward(input));
+  }
+  const double momentum = bn.step(input);
+  const double momentum2 = bn2.step(input);  // checks a 4-d input, counts the batch
+  const ops::BatchNormArgs args{bn.weight,      bn.bias,  bn.running_mean,
+                                bn.running_var, momentum, bn.options.eps()};
+  const ops::BatchNormArgs args2{bn2.weight,      bn2.bias,  bn2.running_mean,
+                                 bn2.running_var, momentum2, bn2.options.eps()};
+  const ops::Conv2dArgs conv_args{
+      conv.weight,
+      conv.bias,
+      std::vector<std::int64_t>(conv.options.stride()->begin(), conv.options.stride()->end()),
+      first->padding(),
+      std::vector<std::int64_t>(conv.options.dilation()->begin(), conv.options.dilation()->end()),
+      conv.options.groups()};
+  return ops::batch_norm_relu_conv2d_batch_norm(input, args, conv_args, args2,
+                                                bn.uses_batch_stats());
+}
+
+void BatchNorm2dReLUConv2dBatchNorm2dImpl::pretty_print(std::ostream& stream) const {
+  stream << "monet::nn::BatchNorm2dReLUConv2dBatchNorm2d(" << bn_options_.num_features() << ", "
+         << conv_options_.out_channels() << ", kernel_size=" << conv_options_.kernel_size()
+         << ", stride=" << conv_options_.stride() << ")";
+}
+
 // --- substitution ------------------------------------------------------------------------------
 
 namespace {
@@ -317,7 +382,18 @@ std::vector<torch::nn::AnyModule> substitute_all(const std::vector<torch::nn::An
       auto conv = i + 2 < stages.size() ? as<torch::nn::Conv2dImpl>(stages[i + 2]) : nullptr;
       if (options.fuse_batch_norm_relu_conv && conv && BatchNorm2dReLUConv2dImpl::supports(*conv) &&
           conv->options.in_channels() == bn->options.num_features()) {
-        out.push_back(with_mode(BatchNorm2dReLUConv2d(pair, torch::nn::Conv2d(conv)), *bn));
+        BatchNorm2dReLUConv2d triple(pair, torch::nn::Conv2d(conv));
+        auto bn2 = i + 3 < stages.size() ? as<torch::nn::BatchNorm2dImpl>(stages[i + 3]) : nullptr;
+        if (options.fuse_batch_norm_relu_conv_batch_norm && bn2 &&
+            bn2->options.num_features() == conv->options.out_channels() &&
+            bn2->is_training() == bn->is_training()) {
+          BatchNorm2d second(std::make_shared<BatchNorm2dImpl>(*bn2));
+          out.push_back(with_mode(
+              BatchNorm2dReLUConv2dBatchNorm2d(std::move(triple), std::move(second)), *bn));
+          i += 3;
+          continue;
+        }
+        out.push_back(with_mode(std::move(triple), *bn));
         i += 2;
         continue;
       }

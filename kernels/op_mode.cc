@@ -5,6 +5,7 @@ namespace {
 
 thread_local OpMode current_mode = OpMode::kDefault;
 thread_local std::uint64_t calls = 0;
+thread_local std::uint64_t recomputing_calls = 0;
 
 }  // namespace
 
@@ -16,6 +17,8 @@ std::string_view op_mode_name(OpMode mode) {
       return "compact";
     case OpMode::kRegenerate:
       return "regenerate";
+    case OpMode::kRecompute:
+      return "recompute";
   }
   return "default";
 }
@@ -28,6 +31,11 @@ OpModeScope::~OpModeScope() { current_mode = previous_; }
 
 std::uint64_t variant_op_calls() { return calls; }
 
-void count_variant_op_call() { ++calls; }
+void count_variant_op_call(bool recomputes) {
+  ++calls;
+  if (recomputes) ++recomputing_calls;
+}
+
+std::uint64_t recomputing_op_calls() { return recomputing_calls; }
 
 }  // namespace monet

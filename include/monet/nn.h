@@ -1,7 +1,8 @@
 // monet::nn: drop-in modules for torch::nn's ReLU, Dropout, BatchNorm2d, MaxPool2d, GELU and
 // Softmax (the same options types, TORCH_MODULE holders, the same parameters and buffers), plus
-// fused BatchNorm2dReLU and BatchNorm2dReLUConv2d, whose forward calls monet::ops (monet/ops.h):
-// they compute what torch::nn's compute and, under a non-default OpMode, keep less for backward.
+// fused BatchNorm2dReLU, BatchNorm2dReLUConv2d and BatchNorm2dReLUConv2dBatchNorm2d, whose forward
+// calls monet::ops (monet/ops.h): they compute what torch::nn's compute and, under a non-default
+// OpMode, keep less for backward.
 //
 //   auto stages = monet::nn::substitute_variants(model_stages);  // shares model's parameters
 //   { monet::OpModeScope scope(monet::OpMode::kCompact); y = stages[0].forward(x); }
@@ -71,7 +72,8 @@ class BatchNorm2dBase : public torch::nn::Cloneable<Derived> {
   torch::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
  protected:
-  friend class BatchNorm2dReLUConv2dImpl;  // runs its BatchNorm2dReLU's step
+  friend class BatchNorm2dReLUConv2dImpl;  // run their BatchNorms' steps
+  friend class BatchNorm2dReLUConv2dBatchNorm2dImpl;
   // Checks the input, counts a training batch and returns this step's momentum (the cumulative
   // average's 1 / batches when options.momentum() is unset), as torch::nn::BatchNorm2d does.
   double step(const torch::Tensor& input);
@@ -125,6 +127,8 @@ class BatchNorm2dReLUConv2dImpl : public torch::nn::Cloneable<BatchNorm2dReLUCon
   // Whether `conv` pads as this module can (zeros, symmetric): substitute_variants fuses only
   // such convolutions.
   static bool supports(const torch::nn::Conv2dImpl& conv);
+  // The convolution's padding per dim (height, width).
+  const std::vector<std::int64_t>& padding() const { return padding_; }
 
   BatchNorm2dReLU bn{nullptr};
   torch::nn::Conv2d conv{nullptr};
@@ -136,6 +140,36 @@ class BatchNorm2dReLUConv2dImpl : public torch::nn::Cloneable<BatchNorm2dReLUCon
   std::vector<std::int64_t> padding_;  // the convolution's, per dim
 };
 TORCH_MODULE(BatchNorm2dReLUConv2d);
+
+// BatchNorm2dReLUConv2d and then a BatchNorm2d, in one op
+// (monet::ops::batch_norm_relu_conv2d_batch_norm): a ResNet basic block between its first
+// convolution and its residual add. torch's four modules keep three tensors for backward; under
+// kCompact this keeps two, under kRecompute one (it recomputes the convolution in backward). The
+// submodules `first` (first.bn, first.conv) and `second` hold the parameters and buffers; the
+// convolution must pad as BatchNorm2dReLUConv2d's does, and `second` must have as many features
+// as the convolution has output channels (otherwise the constructor throws, saying so).
+class BatchNorm2dReLUConv2dBatchNorm2dImpl
+    : public torch::nn::Cloneable<BatchNorm2dReLUConv2dBatchNorm2dImpl> {
+ public:
+  BatchNorm2dReLUConv2dBatchNorm2dImpl(const torch::nn::BatchNorm2dOptions& bn_options,
+                                       const torch::nn::Conv2dOptions& conv_options,
+                                       const torch::nn::BatchNorm2dOptions& bn2_options);
+  // Uses these modules themselves: training this module trains them.
+  BatchNorm2dReLUConv2dBatchNorm2dImpl(BatchNorm2dReLUConv2d first, BatchNorm2d second);
+  torch::Tensor forward(const torch::Tensor& input);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+
+  BatchNorm2dReLUConv2d first{nullptr};
+  BatchNorm2d second{nullptr};
+
+ private:
+  void check();
+  torch::nn::BatchNorm2dOptions bn_options_;
+  torch::nn::Conv2dOptions conv_options_;
+  torch::nn::BatchNorm2dOptions bn2_options_;
+};
+TORCH_MODULE(BatchNorm2dReLUConv2dBatchNorm2d);
 
 // 2-d max pooling (monet::ops::max_pool2d).
 class MaxPool2dImpl : public torch::nn::Cloneable<MaxPool2dImpl> {
@@ -181,6 +215,10 @@ struct SubstituteOptions {
   // BatchNorm2dReLUConv2d (where the convolution pads as it supports): one tensor kept for
   // backward instead of two, and two modules fewer. Needs fuse_batch_norm_relu.
   bool fuse_batch_norm_relu_conv = true;
+  // Replace such a triple followed by a torch::nn::BatchNorm2d with one
+  // BatchNorm2dReLUConv2dBatchNorm2d, whose kRecompute mode keeps one tensor where the four keep
+  // three. Needs fuse_batch_norm_relu_conv.
+  bool fuse_batch_norm_relu_conv_batch_norm = true;
 };
 
 // Variant-aware equivalents of `stages`, for the runtime: each torch::nn ReLU, Dropout,
@@ -189,7 +227,8 @@ struct SubstituteOptions {
 // original model, and BatchNorm updates the original's running statistics). Every other module
 // is returned as is, the same object; modules inside it are not looked into (its forward calls
 // them by name). The inputs are not modified. The Sequential form substitutes a Sequential's
-// children into a new Sequential (same names; a fused pair or triple takes the BatchNorm's name).
+// children into a new Sequential (same names; a fused pair, triple or quadruple takes its first
+// BatchNorm's name).
 std::vector<torch::nn::AnyModule> substitute_variants(
     const std::vector<torch::nn::AnyModule>& stages, const SubstituteOptions& options = {});
 torch::nn::Sequential substitute_variants(const torch::nn::Sequential& net,

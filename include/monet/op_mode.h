@@ -11,17 +11,20 @@
 
 namespace monet {
 
-// A stage's variant index in a chain is the OpMode's value: 0 default, 1 compact, 2 regenerate.
+// The modes, from the most kept to the least. Chains and plans name a stage's variants by these
+// names (a stage's variant index is its position among the modes it has, not the value).
 enum class OpMode : int {
   kDefault = 0,     // what torch::nn keeps for backward
   kCompact = 1,     // less kept, same arithmetic: 1-bit ReLU and dropout masks, output-keeping
                     // BatchNorm, compact pooling indices, output-only softmax
-  kRegenerate = 2,  // kCompact, and what can be recomputed cheaply is: dropout keeps only its RNG
-                    // seed and offset, GELU recomputes from a compact input
+  kRegenerate = 2,  // kRecompute, and dropout keeps only its RNG seed and offset (a different
+                    // draw from torch's: the runtime uses it only when allowed)
+  kRecompute = 3,   // kCompact, and a fused op recomputes an inner convolution's output in
+                    // backward instead of keeping it (one more convolution forward, exact)
 };
-constexpr int kOpModes = 3;
+constexpr int kOpModes = 4;
 
-// "default", "compact" or "regenerate": the variant names in chains and plans.
+// "default", "compact", "regenerate" or "recompute": the variant names in chains and plans.
 std::string_view op_mode_name(OpMode mode);
 
 // The calling thread's mode (kDefault unless an OpModeScope is active).
@@ -42,7 +45,15 @@ class OpModeScope {
 // How many variant-aware operator calls the calling thread has made (any mode). The runtime
 // compares it before and after a stage: a stage that made none has only its default variant.
 std::uint64_t variant_op_calls();
-// Counts one call; every variant-aware operator calls it.
-void count_variant_op_call();
+// Counts one call; every variant-aware operator calls it. `recomputes`: the op keeps less under
+// kRecompute than under kCompact (so that a stage without such an op is not measured in it).
+void count_variant_op_call(bool recomputes = false);
+// How many of the calling thread's variant-aware calls were of ops that keep less under
+// kRecompute than under kCompact.
+std::uint64_t recomputing_op_calls();
+// Whether `mode` recomputes what kRecompute does (kRecompute and kRegenerate).
+constexpr bool recomputes(OpMode mode) {
+  return mode == OpMode::kRecompute || mode == OpMode::kRegenerate;
+}
 
 }  // namespace monet

@@ -1,8 +1,10 @@
 // monet's variant-aware operators: each runs the implementation the calling thread's OpMode
 // (monet/op_mode.h) names. kDefault is the plain torch op, exactly: same result, same autograd
-// node, same bytes kept for backward. kCompact and kRegenerate are custom autograd Functions
-// that keep less for backward and compute the same forward and the same gradients (see
-// docs/kernels.md for the bytes each keeps, measured). A call that needs no gradient (grad mode
+// node, same bytes kept for backward. kCompact, kRecompute and kRegenerate are custom autograd
+// Functions that keep less for backward and compute the same forward and the same gradients (see
+// docs/kernels.md for the bytes each keeps, measured). "Compact" below means kCompact and every
+// mode after it: kRecompute differs from kCompact only in batch_norm_relu_conv2d_batch_norm, and
+// kRegenerate only there and in dropout. A call that needs no gradient (grad mode
 // off, or an input that does not require it) runs the plain op in every mode, except dropout,
 // whose mode also decides how its mask is drawn, so that a checkpoint's recompute draws it alike.
 //
@@ -17,6 +19,7 @@
 #include <c10/util/string_view.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace monet::ops {
 
@@ -69,6 +72,34 @@ at::Tensor batch_norm_relu_conv2d(const at::Tensor& x, const at::Tensor& weight,
                                   const at::Tensor& conv_bias, at::IntArrayRef stride,
                                   at::IntArrayRef padding, at::IntArrayRef dilation,
                                   std::int64_t groups);
+
+// The arguments of one BatchNorm (as batch_norm's; training is the op's) and of one 2-d
+// convolution (as torch::conv2d's; stride, padding and dilation take 2 values).
+struct BatchNormArgs {
+  at::Tensor weight, bias, running_mean, running_var;  // each may be undefined
+  double momentum = 0.1;
+  double eps = 1e-5;
+};
+struct Conv2dArgs {
+  at::Tensor weight, bias;  // bias may be undefined
+  std::vector<std::int64_t> stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  std::int64_t groups = 1;
+};
+
+// batch_norm(conv2d(relu(batch_norm(x)))), in one op: a ResNet basic block between its first
+// convolution and its residual add. The convolution must pad with zeros, alike on both sides.
+//  kDefault    torch's four ops: they keep the first BatchNorm's input, the ReLU's output (which
+//              the convolution keeps too) and the second BatchNorm's input: three tensors.
+//  kCompact    batch_norm_relu_conv2d, then the output-keeping batch_norm: the first
+//              BatchNorm's output before the ReLU and the second's output, two tensors.
+//  kRecompute  keeps only the first BatchNorm's output before the ReLU and both BatchNorms'
+//              per-channel statistics, one tensor, and recomputes the convolution in backward
+//              (one more convolution forward). The second BatchNorm's gradients are torch's
+//              own backward on the recomputed input; the first's as batch_norm's compact variant.
+//  kRegenerate as kRecompute.
+at::Tensor batch_norm_relu_conv2d_batch_norm(const at::Tensor& x, const BatchNormArgs& first,
+                                             const Conv2dArgs& conv, const BatchNormArgs& second,
+                                             bool training);
 
 // 2-d max pooling, as torch::max_pool2d (an empty stride means the kernel size). Compact and
 // regenerate keep a 4-bit code per output (the argmax's position in its window) and the input's

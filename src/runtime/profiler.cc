@@ -65,6 +65,7 @@ struct FirstRun {
   std::optional<RngState> rng;      // the generator right after the forward
   BufferSnapshot buffers;           // the stage's buffers right after the forward
   std::uint64_t variant_calls = 0;  // variant-aware operators the forward called
+  std::uint64_t recomputing_calls = 0;  // those of them that keep less under kRecompute
 };
 
 // Says, once per stage and mode, that a stage still held `held` bytes after its backward ran
@@ -115,6 +116,7 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
   timer.start();
   at::Tensor y;
   const std::uint64_t calls = variant_op_calls();
+  const std::uint64_t recomputing_calls = recomputing_op_calls();
   {
     const at::AutoGradMode grad(true);
     const OpModeScope scope(mode);
@@ -127,6 +129,7 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
   c.fwd_peak = clamp0(static_cast<std::int64_t>(pool.peak_requested_since(fwd_mark)) - after);
   if (first != nullptr) {
     first->variant_calls = variant_op_calls() - calls;
+    first->recomputing_calls = recomputing_op_calls() - recomputing_calls;
     first->rng = RngState::capture();
     first->buffers = BufferSnapshot(stages, k, k);
     first->output = y.detach();
@@ -203,7 +206,12 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
     std::vector<OpMode> modes = stage.modes;
     if (find_variants) {
       modes = {OpMode::kDefault};
-      if (first.variant_calls > 0) modes = candidate_modes;
+      // kRecompute only where an op keeps less in it than in kCompact: elsewhere it is kCompact.
+      for (const OpMode mode : candidate_modes) {
+        if (first.variant_calls == 0 || mode == OpMode::kDefault) continue;
+        if (mode == OpMode::kRecompute && first.recomputing_calls == 0) continue;
+        modes.push_back(mode);
+      }
     }
     held.resize(modes.size());
     for (std::size_t v = 1; v < modes.size(); ++v) {

@@ -565,7 +565,9 @@ class RuntimeImpl {
 
   Chain measure(const at::Tensor& input, const Shape& shape, CachingAllocator& pool) {
     const bool first = !predictor_;
-    std::vector<OpMode> candidates = {OpMode::kDefault, OpMode::kCompact};
+    // From the most kept to the least: the profiler keeps a mode only where it keeps less than
+    // every mode before it.
+    std::vector<OpMode> candidates = {OpMode::kDefault, OpMode::kCompact, OpMode::kRecompute};
     if (options_.allow_rng_variants) candidates.push_back(OpMode::kRegenerate);
     MeasuredChain m = measure_chain(stages_, input, pool, first, candidates, options_.stage_clock,
                                     options_.measure_repeats);
@@ -613,7 +615,9 @@ class RuntimeImpl {
           if (m == kOpModes) {
             throw ConfigError(fmt::format(
                 "{} (MONET_PREDICTOR_STATE): stage {} '{}' has variant '{}', which is no operator "
-                "mode ('default', 'compact' or 'regenerate'); delete the file to measure afresh",
+                "mode ('default', 'compact', 'recompute' or 'regenerate'); delete the file to "
+                "measure "
+                "afresh",
                 path, i, l.name, name));
           }
           l.variants.push_back(name);

@@ -25,16 +25,16 @@ torch::nn::Conv2d conv(std::int64_t in, std::int64_t out, std::int64_t k, std::i
 }
 
 // conv-BN-ReLU, conv-BN, plus the shortcut (a 1x1 conv and BN when it downsamples), ReLU. The
-// first BatchNorm, its ReLU and the second convolution are one op, which under a variant keeps
-// one tensor for backward where torch's keep two.
+// first BatchNorm, its ReLU, the second convolution and the second BatchNorm are one op, which
+// under a variant keeps two tensors (compact) or one (recompute) for backward where torch's keep
+// three.
 struct BasicBlockImpl : torch::nn::Module {
   BasicBlockImpl(std::int64_t in, std::int64_t out, std::int64_t stride)
       : conv1(conv(in, out, 3, stride)),
-        bn1_conv2(torch::nn::BatchNormOptions(out), conv_options(out, out, 3, 1)),
-        bn2(torch::nn::BatchNormOptions(out)) {
+        middle(torch::nn::BatchNormOptions(out), conv_options(out, out, 3, 1),
+               torch::nn::BatchNormOptions(out)) {
     register_module("conv1", conv1);
-    register_module("bn1_conv2", bn1_conv2);
-    register_module("bn2", bn2);
+    register_module("middle", middle);
     if (stride != 1 || in != out) {
       down = register_module("down", conv(in, out, 1, stride));
       down_bn =
@@ -42,13 +42,12 @@ struct BasicBlockImpl : torch::nn::Module {
     }
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    const auto y = bn2(bn1_conv2(conv1(x)));
+    const auto y = middle(conv1(x));
     const auto shortcut = down ? down_bn(down(x)) : x;
     return ops::relu(y + shortcut);
   }
   torch::nn::Conv2d conv1;
-  monet::nn::BatchNorm2dReLUConv2d bn1_conv2;
-  monet::nn::BatchNorm2d bn2;
+  monet::nn::BatchNorm2dReLUConv2dBatchNorm2d middle;
   torch::nn::Conv2d down{nullptr};
   monet::nn::BatchNorm2d down_bn{nullptr};
 };

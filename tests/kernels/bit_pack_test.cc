@@ -158,8 +158,10 @@ TEST(BitPackTest, DropThresholdEnds) {
 
 TEST(CatalogueTest, EveryOpHasEveryMode) {
   for (std::string_view op :
-       {"relu", "dropout", "batch_norm", "batch_norm_relu", "max_pool2d", "gelu", "softmax"}) {
-    for (OpMode mode : {OpMode::kDefault, OpMode::kCompact, OpMode::kRegenerate}) {
+       {"relu", "dropout", "batch_norm", "batch_norm_relu", "batch_norm_relu_conv2d",
+        "batch_norm_relu_conv2d_batch_norm", "max_pool2d", "gelu", "softmax"}) {
+    for (OpMode mode :
+         {OpMode::kDefault, OpMode::kCompact, OpMode::kRecompute, OpMode::kRegenerate}) {
       const VariantEntry* entry = find_variant(op, mode);
       ASSERT_NE(entry, nullptr) << op << " " << op_mode_name(mode);
       EXPECT_LE(entry->kept_bytes, entry->reference_bytes) << op;
@@ -169,6 +171,11 @@ TEST(CatalogueTest, EveryOpHasEveryMode) {
     }
   }
   EXPECT_EQ(find_variant("layer_norm", OpMode::kCompact), nullptr);
+  EXPECT_EQ(find_variant("layer_norm", OpMode::kRecompute), nullptr);
+  // Recompute differs from compact only where an op recomputes.
+  EXPECT_EQ(find_variant("relu", OpMode::kRecompute), find_variant("relu", OpMode::kCompact));
+  EXPECT_LT(find_variant("batch_norm_relu_conv2d_batch_norm", OpMode::kRecompute)->kept_bytes,
+            find_variant("batch_norm_relu_conv2d_batch_norm", OpMode::kCompact)->kept_bytes);
 }
 
 }  // namespace

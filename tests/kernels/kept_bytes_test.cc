@@ -41,7 +41,9 @@ class KeptBytesTest : public ::testing::Test {
                             std::int64_t slack) {
     std::vector<Kept> out;
     const double n = static_cast<double>(leaf.numel());
-    for (OpMode mode : {OpMode::kDefault, OpMode::kCompact, OpMode::kRegenerate}) {
+    // Indices 0 to 3: default, compact, regenerate, recompute.
+    for (OpMode mode :
+         {OpMode::kDefault, OpMode::kCompact, OpMode::kRegenerate, OpMode::kRecompute}) {
       const Kept k = kept_by(op, leaf, mode);
       const kernels::VariantEntry* entry = kernels::find_variant(name, mode);
       EXPECT_NE(entry, nullptr);
@@ -131,6 +133,33 @@ TEST_F(KeptBytesTest, BatchNormReluConvKeepsOneTensorNotTwo) {
       x, 2 * 16 * 4);
   EXPECT_EQ(k[0].bytes, 2 * static_cast<std::int64_t>(x.nbytes()) + 2 * 16 * 4);
   EXPECT_LE(k[1].bytes, k[0].bytes / 2 + 2 * 16 * 4);
+}
+
+TEST_F(KeptBytesTest, BatchNormReluConvBatchNormRecomputingKeepsOneTensorNotThree) {
+  const torch::Tensor x = activations();
+  torch::Tensor w = torch::rand({16}).add(0.5).requires_grad_();
+  torch::Tensor b = torch::randn({16}).requires_grad_();
+  torch::Tensor w2 = torch::rand({16}).add(0.5).requires_grad_();
+  torch::Tensor b2 = torch::randn({16}).requires_grad_();
+  // A basic block's second convolution; its weight is a leaf held here, not kept bytes.
+  torch::Tensor conv_weight = torch::randn({16, 16, 3, 3}).mul(0.1).requires_grad_();
+  const std::int64_t stats = 2 * 2 * 16 * 4;
+  auto k = measure(
+      "batch_norm_relu_conv2d_batch_norm",
+      [&](const torch::Tensor& t) {
+        return ops::batch_norm_relu_conv2d_batch_norm(
+            t, {w, b, torch::zeros({16}), torch::ones({16})},
+            {conv_weight, {}, {1, 1}, {1, 1}, {1, 1}, 1},
+            {w2, b2, torch::zeros({16}), torch::ones({16})}, true);
+      },
+      x, 2 * stats);  // torch's BatchNorms keep vectors of their own too
+  const auto tensor = static_cast<std::int64_t>(x.nbytes());
+  EXPECT_GE(k[0].bytes, 3 * tensor);
+  EXPECT_LE(k[1].bytes, 2 * tensor + stats);
+  EXPECT_LE(k[3].bytes, tensor + stats);
+  EXPECT_LE(k[2].bytes, tensor + stats);
+  // The compact op's output is the second BatchNorm's kept output: beyond it, one tensor.
+  EXPECT_LE(k[1].beyond_output, tensor + stats);
 }
 
 TEST_F(KeptBytesTest, BatchNormWeakChannelsKeepTheirInputSlice) {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <functional>
+
 #include "monet/op_mode.h"
 
 namespace monet {
@@ -131,7 +133,11 @@ tnn::Sequential conv_chain() {
   return net;
 }
 
-TEST(NnTest, BatchNormReluConvTriplesFuseAndTrainAsTheOriginal) {
+// Substitutes conv_chain() with `options`, checks the result's structure with `check`, then that
+// it computes and trains as the original in every mode.
+void expect_substitute_trains_as_the_original(
+    const nn::SubstituteOptions& options, std::size_t size,
+    const std::function<void(tnn::Sequential sub, tnn::Sequential original)>& check) {
   torch::manual_seed(4);
   tnn::Sequential reference = conv_chain();
   tnn::Sequential original = conv_chain();
@@ -141,19 +147,17 @@ TEST(NnTest, BatchNormReluConvTriplesFuseAndTrainAsTheOriginal) {
       original->parameters()[i].copy_(reference->parameters()[i]);
     }
   }
-  tnn::Sequential sub = nn::substitute_variants(original);
-  ASSERT_EQ(sub->size(), 4u);
-  auto fused = sub[1]->as<nn::BatchNorm2dReLUConv2d>();
-  ASSERT_NE(fused, nullptr);
-  EXPECT_EQ(fused->conv.ptr().get(), original->ptr(3).get()) << "the same convolution module";
-  EXPECT_TRUE(sub[2]->as<nn::BatchNorm2dReLU>() != nullptr);
+  tnn::Sequential sub = nn::substitute_variants(original, options);
+  ASSERT_EQ(sub->size(), size);
+  check(sub, original);
   const auto mine = sub->parameters();
   ASSERT_EQ(mine.size(), original->parameters().size());
   for (std::size_t i = 0; i < mine.size(); ++i) {
     EXPECT_TRUE(mine[i].is_same(original->parameters()[i])) << i;
   }
   const torch::Tensor x = torch::randn({3, 3, 6, 6}, torch::dtype(torch::kDouble));
-  for (OpMode mode : {OpMode::kDefault, OpMode::kCompact, OpMode::kRegenerate}) {
+  for (OpMode mode :
+       {OpMode::kDefault, OpMode::kCompact, OpMode::kRecompute, OpMode::kRegenerate}) {
     for (tnn::Sequential net : {reference, original}) net->zero_grad();
     const torch::Tensor want = reference->forward(x);
     torch::Tensor got;
@@ -170,13 +174,45 @@ TEST(NnTest, BatchNormReluConvTriplesFuseAndTrainAsTheOriginal) {
           << op_mode_name(mode) << " parameter " << i;
     }
   }
-  EXPECT_LE(max_diff(original[1]->as<tnn::BatchNorm2d>()->running_var,
-                     reference[1]->as<tnn::BatchNorm2d>()->running_var),
-            1e-12);
+  for (int bn : {1, 4}) {
+    EXPECT_LE(max_diff(original[bn]->as<tnn::BatchNorm2d>()->running_var,
+                       reference[bn]->as<tnn::BatchNorm2d>()->running_var),
+              1e-12)
+        << "BatchNorm " << bn;
+  }
+}
 
+TEST(NnTest, BatchNormReluConvTriplesFuseAndTrainAsTheOriginal) {
+  nn::SubstituteOptions triples;
+  triples.fuse_batch_norm_relu_conv_batch_norm = false;
+  expect_substitute_trains_as_the_original(
+      triples, 4, [](tnn::Sequential sub, tnn::Sequential original) {
+        auto fused = sub[1]->as<nn::BatchNorm2dReLUConv2d>();
+        ASSERT_NE(fused, nullptr);
+        EXPECT_EQ(fused->conv.ptr().get(), original->ptr(3).get()) << "the same convolution";
+        EXPECT_TRUE(sub[2]->as<nn::BatchNorm2dReLU>() != nullptr);
+      });
   nn::SubstituteOptions pairs_only;
   pairs_only.fuse_batch_norm_relu_conv = false;
-  EXPECT_EQ(nn::substitute_variants(original, pairs_only)->size(), 5u);
+  EXPECT_EQ(nn::substitute_variants(conv_chain(), pairs_only)->size(), 5u);
+}
+
+TEST(NnTest, BatchNormReluConvBatchNormQuadruplesFuseAndTrainAsTheOriginal) {
+  // conv, [BatchNorm2d, ReLU, Conv2d, BatchNorm2d], ReLU, Flatten.
+  expect_substitute_trains_as_the_original(
+      {}, 4, [](tnn::Sequential sub, tnn::Sequential original) {
+        auto fused = sub[1]->as<nn::BatchNorm2dReLUConv2dBatchNorm2d>();
+        ASSERT_NE(fused, nullptr);
+        EXPECT_EQ(fused->first->conv.ptr().get(), original->ptr(3).get()) << "the same convolution";
+        EXPECT_TRUE(
+            fused->second->running_mean.is_same(original[4]->as<tnn::BatchNorm2d>()->running_mean));
+        EXPECT_TRUE(sub[2]->as<nn::ReLU>() != nullptr);
+      });
+  // A second BatchNorm of other width than the convolution's output is refused by the module.
+  EXPECT_THROW(nn::BatchNorm2dReLUConv2dBatchNorm2d(tnn::BatchNorm2dOptions(2),
+                                                    tnn::Conv2dOptions(2, 3, 3).padding(1),
+                                                    tnn::BatchNorm2dOptions(4)),
+               c10::Error);
 }
 
 TEST(NnTest, BatchNormReluConvNeedsSymmetricZeroPadding) {

@@ -20,7 +20,7 @@ namespace monet::op_check {
 using Inputs = std::vector<torch::Tensor>;
 using Op = std::function<torch::Tensor(const Inputs&)>;
 
-constexpr OpMode kVariants[] = {OpMode::kCompact, OpMode::kRegenerate};
+constexpr OpMode kVariants[] = {OpMode::kCompact, OpMode::kRecompute, OpMode::kRegenerate};
 
 struct Outcome {
   torch::Tensor y;

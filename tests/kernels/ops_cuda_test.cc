@@ -192,6 +192,27 @@ TEST_F(OpsCudaTest, BatchNormReluConvMatchesTorchsCudaOps) {
   expect_matches(op, ref, {bn.x, bn.weight, bn.bias, conv_weight}, 1e-4);
 }
 
+TEST_F(OpsCudaTest, BatchNormReluConvBatchNormMatchesTorchsCudaOps) {
+  BatchNormCuda bn = batch_norm_case(f32(), 16);
+  BatchNormCuda bn2 = batch_norm_case(f32(), 24);
+  const torch::Tensor conv_weight = torch::randn({24, 16, 3, 3}, f32()).mul(0.1).requires_grad_();
+  const Op op = [&](const Inputs& in) {
+    return ops::batch_norm_relu_conv2d_batch_norm(
+        in[0], {in[1], in[2], bn.mean_mine, bn.var_mine, 0.1, 1e-5},
+        {in[3], {}, {1, 1}, {1, 1}, {1, 1}, 1},
+        {in[4], in[5], bn2.mean_mine, bn2.var_mine, 0.1, 1e-5}, true);
+  };
+  const Op ref = [&](const Inputs& in) {
+    const torch::Tensor y =
+        torch::batch_norm(in[0], in[1], in[2], bn.mean_ref, bn.var_ref, true, 0.1, 1e-5, false);
+    const torch::Tensor c = torch::conv2d(torch::relu(y), in[3], {}, 1, 1);
+    return torch::batch_norm(c, in[4], in[5], bn2.mean_ref, bn2.var_ref, true, 0.1, 1e-5, false);
+  };
+  // The recomputed convolution runs the forward's kernel again; the second BatchNorm's backward
+  // is then torch's own on the same input.
+  expect_matches(op, ref, {bn.x, bn.weight, bn.bias, conv_weight, bn2.weight, bn2.bias}, 1e-4);
+}
+
 TEST_F(OpsCudaTest, MaxPoolMatchesTorchsCudaOp) {
   for (const PoolCase& c : pool_cases()) {
     SCOPED_TRACE("kernel " + std::to_string(c.kernel[0]) + "x" + std::to_string(c.kernel[1]));

@@ -364,6 +364,132 @@ TEST(OpsTest, BatchNormReluConvRefusesBadArguments) {
                c10::Error);
 }
 
+// --- batch_norm_relu_conv2d_batch_norm ---
+
+// The op against torch's four ops, in double, with the second BatchNorm's running statistics
+// updated once by either.
+void expect_block_middle_matches(const BatchNormCase& bn, const BatchNormCase& bn2,
+                                 const ConvCase& c) {
+  SCOPED_TRACE("kernel " + std::to_string(c.kernel) + " stride " + std::to_string(c.stride) +
+               " groups " + std::to_string(c.groups));
+  const std::int64_t in = bn.x.size(1);
+  const torch::Tensor conv_weight =
+      torch::randn({c.out, in / c.groups, c.kernel, c.kernel}, f64()).requires_grad_();
+  const torch::Tensor conv_bias =
+      c.bias ? torch::randn({c.out}, f64()).requires_grad_() : torch::Tensor();
+  RunningStats stats, stats2;
+  stats.reset(bn);
+  stats2.reset(bn2);
+  const Op op = [&](const Inputs& in) {
+    return ops::batch_norm_relu_conv2d_batch_norm(
+        in[0], {in[1], in[2], stats.mean_mine, stats.var_mine, 0.1, 1e-5},
+        {in[3],
+         c.bias ? in[6] : torch::Tensor(),
+         {c.stride, c.stride},
+         {c.padding, c.padding},
+         {c.dilation, c.dilation},
+         c.groups},
+        {in[4], in[5], stats2.mean_mine, stats2.var_mine, 0.2, 1e-4}, true);
+  };
+  const Op ref = [&](const Inputs& in) {
+    torch::Tensor y = torch::batch_norm(in[0], in[1], in[2], stats.mean_ref, stats.var_ref, true,
+                                        0.1, 1e-5, false);
+    y = torch::conv2d(torch::relu(y), in[3], c.bias ? in[6] : torch::Tensor(), c.stride, c.padding,
+                      c.dilation, c.groups);
+    return torch::batch_norm(y, in[4], in[5], stats2.mean_ref, stats2.var_ref, true, 0.2, 1e-4,
+                             false);
+  };
+  Inputs inputs{bn.x, bn.weight, bn.bias, conv_weight, bn2.weight, bn2.bias};
+  if (c.bias) inputs.push_back(conv_bias);
+  expect_matches(op, ref, inputs, 1e-10);
+  for (OpMode mode : kVariants) {
+    SCOPED_TRACE(std::string(op_mode_name(mode)));
+    stats.reset(bn);
+    stats2.reset(bn2);
+    {
+      OpModeScope scope(mode);
+      op(inputs);
+    }
+    ref(inputs);
+    EXPECT_LE(max_diff(stats.mean_mine, stats.mean_ref), 1e-12);
+    EXPECT_LE(max_diff(stats.var_mine, stats.var_ref), 1e-12);
+    EXPECT_LE(max_diff(stats2.mean_mine, stats2.mean_ref), 1e-12);
+    EXPECT_LE(max_diff(stats2.var_mine, stats2.var_ref), 1e-12);
+    EXPECT_GT(max_diff(stats2.mean_mine, bn2.mean), 0.0);
+  }
+}
+
+TEST(OpsTest, BatchNormReluConvBatchNormMatchesTorch) {
+  torch::manual_seed(15);
+  const BatchNormCase bn = batch_norm_case({3, 4, 7, 6});
+  expect_block_middle_matches(bn, batch_norm_case({1, 5, 1, 1}),
+                              {5, 3, 1, 1, 1, 1, false});  // a basic block's
+  expect_block_middle_matches(bn, batch_norm_case({1, 6, 1, 1}),
+                              {6, 1, 2, 0, 1, 1, true});  // a downsampling 1x1
+  expect_block_middle_matches(bn, batch_norm_case({1, 4, 1, 1}),
+                              {4, 3, 2, 2, 2, 2, true});  // dilated, grouped
+}
+
+TEST(OpsTest, BatchNormReluConvBatchNormWithNearZeroWeights) {
+  torch::manual_seed(16);
+  BatchNormCase bn = batch_norm_case({4, 4, 5, 5});
+  BatchNormCase bn2 = batch_norm_case({1, 3, 1, 1});
+  {
+    torch::NoGradGuard no_grad;
+    bn.weight[1] = 0.0;
+    bn.bias[3] = 1e4;
+    bn2.weight[0] = 0.0;  // a zero-initialized last BatchNorm of a residual branch
+    bn2.weight[2] = 1e-4;
+  }
+  expect_block_middle_matches(bn, bn2, {3, 3, 1, 1, 1, 1, true});
+}
+
+TEST(OpsTest, BatchNormReluConvBatchNormFiniteDifferences) {
+  torch::manual_seed(17);
+  const BatchNormCase bn = batch_norm_case({2, 2, 4, 4});
+  const torch::Tensor conv_weight = torch::randn({3, 2, 3, 3}, f64()).requires_grad_();
+  const torch::Tensor w2 = torch::randn({3}, f64()).add(1.5).requires_grad_();
+  const torch::Tensor b2 = torch::randn({3}, f64()).requires_grad_();
+  const Op op = [&](const Inputs& in) {
+    return ops::batch_norm_relu_conv2d_batch_norm(in[0], {in[1], in[2], {}, {}},
+                                                  {in[3], {}, {1, 1}, {1, 1}, {1, 1}, 1},
+                                                  {in[4], in[5], {}, {}}, true);
+  };
+  for (OpMode mode : kVariants) {
+    expect_finite_differences(op, {bn.x, bn.weight, bn.bias, conv_weight, w2, b2}, mode);
+  }
+}
+
+TEST(OpsTest, BatchNormReluConvBatchNormRecomputesOnlyWhereAsked) {
+  const torch::Tensor x = torch::randn({2, 3, 4, 4}).requires_grad_();
+  const torch::Tensor w = torch::randn({3, 3, 3, 3}).requires_grad_();
+  const auto call = [&] {
+    return ops::batch_norm_relu_conv2d_batch_norm(x, {}, {w, {}, {1, 1}, {1, 1}, {1, 1}, 1}, {},
+                                                  true);
+  };
+  for (OpMode mode : {OpMode::kDefault, OpMode::kCompact, OpMode::kRecompute}) {
+    OpModeScope scope(mode);
+    const std::uint64_t calls = variant_op_calls(), recomputing = recomputing_op_calls();
+    const torch::Tensor y = call();
+    EXPECT_EQ(variant_op_calls() - calls, 1u) << op_mode_name(mode);
+    EXPECT_EQ(recomputing_op_calls() - recomputing, 1u) << op_mode_name(mode);
+    ops::relu(x);
+    EXPECT_EQ(recomputing_op_calls() - recomputing, 1u) << "relu recomputes nothing";
+  }
+  OpModeScope scope(OpMode::kRecompute);
+  EXPECT_THROW(ops::batch_norm_relu_conv2d_batch_norm(x.view({2, 3, 16}), {},
+                                                      {w, {}, {1, 1}, {1, 1}, {1, 1}, 1}, {}, true),
+               c10::Error);
+  EXPECT_THROW(
+      ops::batch_norm_relu_conv2d_batch_norm(x, {}, {w, {}, {1}, {1, 1}, {1, 1}, 1}, {}, true),
+      c10::Error);
+  // Without a gradient, the plain ops.
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_EQ(call().grad_fn(), nullptr);
+  }
+}
+
 TEST(OpsTest, BatchNormInEvalIsThePlainOp) {
   BatchNormCase bn = batch_norm_case({2, 3, 4, 4});
   OpModeScope scope(OpMode::kCompact);

@@ -2,6 +2,7 @@
 // a batch that runs out of memory, eval mode, bad options.
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "allocator/device_pools.h"
 #include "monet/errors.h"
 #include "monet/op_mode.h"
+#include "predictor/predictor.h"
 #include "runtime_testing.h"
 #include "workloads/harness.h"
 
@@ -389,6 +391,41 @@ TEST(RuntimeErrors, ALeanModeThatHoldsTensorsPastItsBackwardIsNotRun) {
     }
     std::filesystem::remove(path);
   }
+  pools::cpu().set_budget_bytes(0);
+}
+
+// The CNN's basic blocks recompute their second convolution in mode recompute, and keep less
+// in it than in compact: the profiler measures it there, and keeps it. Stages whose ops keep the
+// same in recompute as in compact (the stem's BatchNorm and ReLU) are not measured in it.
+TEST(RuntimeModes, RecomputeIsMeasuredWhereAnOpRecomputesAndNowhereElse) {
+  install();
+  const std::string path = ::testing::TempDir() + "/monet_runtime_recompute_state.json";
+  std::filesystem::remove(path);
+  auto w = testing::small_resnet(1);
+  torch::nn::Sequential model = w->make_model(3);
+  Options o;
+  o.budget_bytes = 1 << 30;
+  o.predictor_state = path;
+  Runtime rt(model, o);
+  const workloads::Batch b = w->largest_batch();
+  rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
+  const Predictor state = Predictor::load(path);
+  int blocks = 0, lean = 0;
+  for (const StageLayout& stage : state.layout()) {
+    SCOPED_TRACE(stage.name);
+    const std::vector<std::string>& v = stage.variants;
+    const bool recomputes = std::find(v.begin(), v.end(), "recompute") != v.end();
+    if (stage.name.find("BasicBlock") != std::string::npos) {
+      ++blocks;
+      EXPECT_EQ(v, (std::vector<std::string>{"default", "compact", "recompute"}));
+    } else {
+      EXPECT_FALSE(recomputes);
+      if (v.size() > 1) ++lean;
+    }
+  }
+  EXPECT_EQ(blocks, 2);
+  EXPECT_GT(lean, 0) << "the stem's BatchNorm and ReLU have a compact mode";
+  std::filesystem::remove(path);
   pools::cpu().set_budget_bytes(0);
 }
 
