@@ -1,4 +1,5 @@
-// Forward + backward time of each operator variant against the plain torch op (mode 0), on an
+// Forward + backward time (BM_Variant) and forward time (BM_VariantForward) of each operator
+// variant against the plain torch op (mode 0), on an
 // activation of 8 x 64 x 32 x 32 fp32 (8 MiB) or MONET_BENCH_SHAPE (NxCxHxW, e.g. 8x16x24x24, a
 // block of the CPU CNN), on the CPU or on MONET_BENCH_DEVICE (e.g. cuda:0, in a build against a
 // CUDA LibTorch). docs/kernels.md has the figures and the machine.
@@ -94,12 +95,13 @@ const std::vector<Case>& cases() {
        }},
       {"basic_block",
        [](const torch::Tensor& x) {
-         // A ResNet basic block as the CNN workload builds it: conv, the fused BatchNorm-ReLU-conv,
-         // BatchNorm, the shortcut's add and a ReLU; every op but the first conv in the mode.
+         // A ResNet basic block as the CNN workload builds it: conv, the fused
+         // BatchNorm-ReLU-conv-BatchNorm, the shortcut's add and a ReLU; every op but the first
+         // conv in the mode.
          const torch::Tensor a = torch::conv2d(x, *conv1, {}, 1, 1);
-         const torch::Tensor c = monet::ops::batch_norm_relu_conv2d(
-             a, *weight, *bias, {}, {}, true, 0.1, 1e-5, *conv2, {}, {1, 1}, {1, 1}, {1, 1}, 1);
-         const torch::Tensor d = monet::ops::batch_norm(c, *weight, *bias, {}, {}, true, 0.1, 1e-5);
+         const torch::Tensor d = monet::ops::batch_norm_relu_conv2d_batch_norm(
+             a, {*weight, *bias, {}, {}}, {*conv2, {}, {1, 1}, {1, 1}, {1, 1}, 1},
+             {*weight, *bias, {}, {}}, true);
          return monet::ops::relu(d + x);
        }},
       {"max_pool2d",
@@ -131,11 +133,31 @@ void BM_Variant(benchmark::State& state) {
   }
 }
 
+// The forward alone (with grad, so that each mode keeps what it keeps): what a variant adds to
+// the forward, which a checkpointed stage pays twice.
+void BM_VariantForward(benchmark::State& state) {
+  const Case& c = cases()[static_cast<std::size_t>(state.range(0))];
+  const auto mode = static_cast<monet::OpMode>(state.range(1));
+  state.SetLabel(std::string(c.name) + "/" + std::string(monet::op_mode_name(mode)));
+  const torch::Tensor x = torch::randn(bench_shape(), bench_device()).requires_grad_();
+  const bool cuda = bench_device().is_cuda();
+  for (auto _ : state) {
+    torch::Tensor y;
+    {
+      monet::OpModeScope scope(mode);
+      y = c.op(x);
+    }
+    benchmark::DoNotOptimize(y.data_ptr());
+    if (cuda) torch::cuda::synchronize();
+  }
+}
+
 void AllCases(benchmark::internal::Benchmark* b) {
   for (int op = 0; op < static_cast<int>(cases().size()); ++op) {
     for (int mode = 0; mode < monet::kOpModes; ++mode) b->Args({op, mode});
   }
 }
 BENCHMARK(BM_Variant)->Apply(AllCases)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_VariantForward)->Apply(AllCases)->Unit(benchmark::kMillisecond);
 
 }  // namespace

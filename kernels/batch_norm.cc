@@ -1,11 +1,14 @@
 // BatchNorm (and BatchNorm + ReLU) that keeps its output for backward, not its input, and
 // recovers the normalized input from it: x_hat = (y - bias) / weight.
+#include <ATen/Dispatch.h>
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <tuple>
 #include <vector>
 
@@ -37,6 +40,34 @@ struct KeptBatchNorm {
   at::Tensor y, mean, invstd, weak, weak_input;
 };
 
+// The indices of the channels whose weight is too small to invert, |w| < 1e-2 max(1, |b|), or an
+// undefined tensor when there are none (the usual case). On the CPU one pass over the vectors, with
+// no tensor made: six small ops would cost a CPU BatchNorm of a CNN's block a quarter of its
+// forward time. On CUDA the same test as tensor ops (`nonzero` waits for the device).
+at::Tensor weak_channels(const at::Tensor& weight, const at::Tensor& bias) {
+  if (weight.is_cpu() && (!bias.defined() || bias.is_cpu())) {
+    std::vector<std::int64_t> weak;
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, weight.scalar_type(), "monet_weak_channels", [&] {
+          const at::Tensor w = weight.contiguous();
+          const at::Tensor b = bias.defined() ? bias.contiguous().to(weight.scalar_type()) : bias;
+          const scalar_t* wp = w.data_ptr<scalar_t>();
+          const scalar_t* bp = b.defined() ? b.data_ptr<scalar_t>() : nullptr;
+          for (std::int64_t c = 0; c < w.numel(); ++c) {
+            const double floor =
+                bp != nullptr ? std::max(1.0, std::abs(static_cast<double>(bp[c]))) : 1.0;
+            if (std::abs(static_cast<double>(wp[c])) < floor * kInvertibleWeight) weak.push_back(c);
+          }
+        });
+    if (weak.empty()) return {};
+    return at::tensor(weak, at::TensorOptions().dtype(at::kLong));
+  }
+  at::Tensor floor = bias.defined() ? bias.abs().clamp_min(1.0) : at::ones_like(weight);
+  at::Tensor weak = (weight.abs() < floor * kInvertibleWeight).nonzero().reshape({-1});
+  if (weak.numel() == 0) return {};
+  return weak;
+}
+
 // Runs the BatchNorm, updating the running statistics as torch's does.
 KeptBatchNorm forward_keeping_output(const at::Tensor& x, const at::Tensor& weight,
                                      const at::Tensor& bias,
@@ -49,9 +80,8 @@ KeptBatchNorm forward_keeping_output(const at::Tensor& x, const at::Tensor& weig
       x, weight, bias, running_mean, running_var, /*training=*/true, momentum, eps);
   // Channels too close to zero weight keep (only) their slice of the input.
   if (weight.defined()) {
-    at::Tensor floor = bias.defined() ? bias.abs().clamp_min(1.0) : at::ones_like(weight);
-    at::Tensor weak = (weight.abs() < floor * kInvertibleWeight).nonzero().reshape({-1});
-    if (weak.numel() > 0) {
+    at::Tensor weak = weak_channels(weight, bias);
+    if (weak.defined()) {
       kept.weak = weak;
       kept.weak_input = x.index_select(1, weak);
     }
