@@ -5,7 +5,6 @@
 
 #include "monet/errors.h"
 #include "monet/nn.h"
-#include "monet/ops.h"
 #include "workloads/workloads.h"
 
 namespace monet::workloads {
@@ -44,7 +43,9 @@ struct BasicBlockImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x) {
     const auto y = middle(conv1(x));
     const auto shortcut = down ? down_bn(down(x)) : x;
-    return ops::relu(y + shortcut);
+    // torch's ReLU in every mode: it keeps its output, the block's, which the next stage holds
+    // anyway (as its input, or a segment's); a 1-bit mask would only add bytes and time.
+    return torch::relu(y + shortcut);
   }
   torch::nn::Conv2d conv1;
   monet::nn::BatchNorm2dReLUConv2dBatchNorm2d middle;
