@@ -96,13 +96,12 @@ const std::vector<Case>& cases() {
       {"basic_block",
        [](const torch::Tensor& x) {
          // A ResNet basic block as the CNN workload builds it: conv, the fused
-         // BatchNorm-ReLU-conv-BatchNorm, the shortcut's add and a ReLU; every op but the first
-         // conv in the mode.
+         // BatchNorm-ReLU-conv-BatchNorm in the mode, the shortcut's add and torch's ReLU.
          const torch::Tensor a = torch::conv2d(x, *conv1, {}, 1, 1);
          const torch::Tensor d = monet::ops::batch_norm_relu_conv2d_batch_norm(
              a, {*weight, *bias, {}, {}}, {*conv2, {}, {1, 1}, {1, 1}, {1, 1}, 1},
              {*weight, *bias, {}, {}}, true);
-         return monet::ops::relu(d + x);
+         return torch::relu(d + x);  // torch's: the block's output is held anyway
        }},
       {"max_pool2d",
        [](const torch::Tensor& x) {
@@ -114,7 +113,10 @@ const std::vector<Case>& cases() {
   return all;
 }
 
-void BM_Variant(benchmark::State& state) {
+// Forward and backward (BM_Variant), or the forward alone with grad, so that each mode keeps what
+// it keeps (BM_VariantForward: what a variant adds to the forward, which a checkpointed stage pays
+// twice).
+void run_variant(benchmark::State& state, bool backward) {
   const Case& c = cases()[static_cast<std::size_t>(state.range(0))];
   const auto mode = static_cast<monet::OpMode>(state.range(1));
   state.SetLabel(std::string(c.name) + "/" + std::string(monet::op_mode_name(mode)));
@@ -126,31 +128,19 @@ void BM_Variant(benchmark::State& state) {
       monet::OpModeScope scope(mode);
       y = c.op(x);
     }
-    y.backward(torch::ones_like(y));
-    benchmark::DoNotOptimize(x.grad().data_ptr());
-    x.mutable_grad() = torch::Tensor();
+    if (backward) {
+      y.backward(torch::ones_like(y));
+      benchmark::DoNotOptimize(x.grad().data_ptr());
+      x.mutable_grad() = torch::Tensor();
+    } else {
+      benchmark::DoNotOptimize(y.data_ptr());
+    }
     if (cuda) torch::cuda::synchronize();
   }
 }
 
-// The forward alone (with grad, so that each mode keeps what it keeps): what a variant adds to
-// the forward, which a checkpointed stage pays twice.
-void BM_VariantForward(benchmark::State& state) {
-  const Case& c = cases()[static_cast<std::size_t>(state.range(0))];
-  const auto mode = static_cast<monet::OpMode>(state.range(1));
-  state.SetLabel(std::string(c.name) + "/" + std::string(monet::op_mode_name(mode)));
-  const torch::Tensor x = torch::randn(bench_shape(), bench_device()).requires_grad_();
-  const bool cuda = bench_device().is_cuda();
-  for (auto _ : state) {
-    torch::Tensor y;
-    {
-      monet::OpModeScope scope(mode);
-      y = c.op(x);
-    }
-    benchmark::DoNotOptimize(y.data_ptr());
-    if (cuda) torch::cuda::synchronize();
-  }
-}
+void BM_Variant(benchmark::State& state) { run_variant(state, /*backward=*/true); }
+void BM_VariantForward(benchmark::State& state) { run_variant(state, /*backward=*/false); }
 
 void AllCases(benchmark::internal::Benchmark* b) {
   for (int op = 0; op < static_cast<int>(cases().size()); ++op) {

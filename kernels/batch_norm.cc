@@ -169,6 +169,61 @@ struct OutputKeepingBatchNorm : torch::autograd::Function<OutputKeepingBatchNorm
   }
 };
 
+// The convolution's arguments besides its weight and bias, as both fused ops keep them.
+struct ConvShape {
+  bool has_bias = false;
+  std::vector<std::int64_t> stride, padding, dilation;
+  std::int64_t groups = 1;
+
+  void save(AutogradContext* ctx) const {
+    ctx->saved_data["conv_bias"] = has_bias;
+    ctx->saved_data["stride"] = stride;
+    ctx->saved_data["padding"] = padding;
+    ctx->saved_data["dilation"] = dilation;
+    ctx->saved_data["groups"] = groups;
+  }
+  static ConvShape load(AutogradContext* ctx) {
+    return {ctx->saved_data["conv_bias"].toBool(), ctx->saved_data["stride"].toIntVector(),
+            ctx->saved_data["padding"].toIntVector(), ctx->saved_data["dilation"].toIntVector(),
+            ctx->saved_data["groups"].toInt()};
+  }
+  at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
+                         const c10::optional<at::Tensor>& bias) const {
+    return at::convolution(input, weight, bias, stride, padding, dilation, /*transposed=*/false,
+                           /*output_padding=*/{0, 0}, groups);
+  }
+};
+
+// What conv2d(relu(batch_norm(x))) keeps in both fused ops, in save_for_backward's order from 0:
+// the BatchNorm's weight, bias, mean, invstd, the convolution's weight, y (the BatchNorm's output
+// before the ReLU), and the weak channels and their input slices.
+constexpr std::size_t kBatchNormReLUConvSaved = 8;
+
+// The gradients of conv2d(relu(batch_norm(x))) from `grad_out`, the gradient of the convolution's
+// output: torch's own convolution backward on `input` (relu(y), recomputed), the ReLU's, and the
+// output-keeping BatchNorm's. `grad_out` and `input` are released once the convolution's backward
+// has run. Returns the gradients of {x, weight, bias, conv weight, conv bias}.
+std::array<at::Tensor, 5> batch_norm_relu_conv_backward(at::Tensor grad_out, at::Tensor input,
+                                                        const variable_list& saved,
+                                                        const ConvShape& shape) {
+  const at::Tensor& conv_weight = saved[4];
+  const at::Tensor& y = saved[5];
+  const std::vector<std::int64_t> bias_sizes{conv_weight.size(0)};
+  at::Tensor grad_input, grad_conv_weight, grad_conv_bias;
+  std::tie(grad_input, grad_conv_weight, grad_conv_bias) = at::convolution_backward(
+      grad_out, input, conv_weight,
+      shape.has_bias ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt, shape.stride,
+      shape.padding, shape.dilation, /*transposed=*/false, /*output_padding=*/{0, 0}, shape.groups,
+      {true, conv_weight.requires_grad(), shape.has_bias});
+  grad_out = at::Tensor();
+  input = at::Tensor();
+  const at::Tensor g = at::threshold_backward(grad_input, y, 0);
+  grad_input = at::Tensor();
+  const variable_list bn =
+      backward_from_output(g, y, saved[0], saved[1], saved[2], saved[3], saved[6], saved[7]);
+  return {bn[0], bn[1], bn[2], grad_conv_weight, grad_conv_bias};
+}
+
 // conv2d(relu(batch_norm(x))) keeping only the BatchNorm's output y before the ReLU: backward
 // recomputes the convolution's input relu(y), then runs torch's own convolution backward, the
 // ReLU's and the output-keeping BatchNorm's. torch's three ops keep x and relu(y).
@@ -184,55 +239,36 @@ struct BatchNormReLUConvolution : torch::autograd::Function<BatchNormReLUConvolu
                             std::vector<std::int64_t> dilation, std::int64_t groups) {
     const at::Tensor weight = weight_arg.value_or(at::Tensor());
     const at::Tensor bias = bias_arg.value_or(at::Tensor());
+    const ConvShape shape{conv_bias.has_value(), std::move(stride), std::move(padding),
+                          std::move(dilation), groups};
     KeptBatchNorm kept =
         forward_keeping_output(x, weight, bias, running_mean, running_var, momentum, eps);
-    at::Tensor out =
-        at::convolution(at::relu(kept.y), conv_weight, conv_bias, stride, padding, dilation,
-                        /*transposed=*/false, /*output_padding=*/{0, 0}, groups);
+    at::Tensor out = shape.convolution(at::relu(kept.y), conv_weight, conv_bias);
     // Saved tensors, unlike saved_data, are released when this node's backward has run.
     ctx->save_for_backward(
         {weight, bias, kept.mean, kept.invstd, conv_weight, kept.y, kept.weak, kept.weak_input});
-    ctx->saved_data["conv_bias"] = conv_bias.has_value();
-    ctx->saved_data["stride"] = stride;
-    ctx->saved_data["padding"] = padding;
-    ctx->saved_data["dilation"] = dilation;
-    ctx->saved_data["groups"] = groups;
+    shape.save(ctx);
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& conv_weight = saved[4];
-    const at::Tensor& y = saved[5];
-    const bool has_conv_bias = ctx->saved_data["conv_bias"].toBool();
-    const std::vector<std::int64_t> bias_sizes{conv_weight.size(0)};
-    at::Tensor grad_input, grad_conv_weight, grad_conv_bias;
-    {
-      const at::Tensor input = at::relu(y);  // the convolution's input, recomputed
-      std::tie(grad_input, grad_conv_weight, grad_conv_bias) = at::convolution_backward(
-          grads[0], input, conv_weight,
-          has_conv_bias ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
-          ctx->saved_data["stride"].toIntVector(), ctx->saved_data["padding"].toIntVector(),
-          ctx->saved_data["dilation"].toIntVector(), /*transposed=*/false,
-          /*output_padding=*/{0, 0}, ctx->saved_data["groups"].toInt(),
-          {true, conv_weight.requires_grad(), has_conv_bias});
-    }
-    const at::Tensor g = at::threshold_backward(grad_input, y, 0);
-    grad_input = at::Tensor();
-    variable_list out =
-        backward_from_output(g, y, saved[0], saved[1], saved[2], saved[3], saved[6], saved[7]);
-    out.resize(13);
-    out[7] = grad_conv_weight;
-    out[8] = grad_conv_bias;
+    // The convolution's input, recomputed.
+    const std::array<at::Tensor, 5> g =
+        batch_norm_relu_conv_backward(grads[0], at::relu(saved[5]), saved, ConvShape::load(ctx));
+    variable_list out = {g[0], g[1], g[2]};
+    out.resize(13);  // nothing for the statistics, momentum, eps and the convolution's shape
+    out[7] = g[3];
+    out[8] = g[4];
     return out;
   }
 };
 
 // batch_norm(conv2d(relu(batch_norm(x)))) keeping only the first BatchNorm's output y before the
 // ReLU (and both BatchNorms' statistics): backward recomputes the convolution's input relu(y) and
-// its output c, runs torch's own BatchNorm backward on c and torch's convolution backward on
-// relu(y), then the ReLU's and the output-keeping BatchNorm's. torch's four ops keep x, relu(y)
-// and c; the compact ops keep y and the second BatchNorm's output.
+// its output c, runs torch's own BatchNorm backward on c, then the backward of
+// BatchNormReLUConvolution. torch's four ops keep x, relu(y) and c; the compact ops keep y and the
+// second BatchNorm's output.
 struct BatchNormReLUConvolutionBatchNorm
     : torch::autograd::Function<BatchNormReLUConvolutionBatchNorm> {
   static at::Tensor forward(
@@ -247,67 +283,47 @@ struct BatchNormReLUConvolutionBatchNorm
       double momentum2, double eps2) {
     const at::Tensor weight = weight_arg.value_or(at::Tensor());
     const at::Tensor bias = bias_arg.value_or(at::Tensor());
+    const ConvShape shape{conv_bias.has_value(), std::move(stride), std::move(padding),
+                          std::move(dilation), groups};
     KeptBatchNorm kept =
         forward_keeping_output(x, weight, bias, running_mean, running_var, momentum, eps);
-    at::Tensor c =
-        at::convolution(at::relu(kept.y), conv_weight, conv_bias, stride, padding, dilation,
-                        /*transposed=*/false, /*output_padding=*/{0, 0}, groups);
+    at::Tensor c = shape.convolution(at::relu(kept.y), conv_weight, conv_bias);
     at::Tensor out, mean2, invstd2;
     std::tie(out, mean2, invstd2) = at::native_batch_norm(
         c, weight2_arg, bias2_arg, running_mean2, running_var2, /*training=*/true, momentum2, eps2);
-    // Saved tensors, unlike saved_data, are released when this node's backward has run.
+    // Saved tensors, unlike saved_data, are released when this node's backward has run: those of
+    // BatchNormReLUConvolution first (kBatchNormReLUConvSaved), then the second BatchNorm's.
     ctx->save_for_backward({weight, bias, kept.mean, kept.invstd, conv_weight, kept.y, kept.weak,
                             kept.weak_input, weight2_arg.value_or(at::Tensor()),
                             bias2_arg.value_or(at::Tensor()), mean2, invstd2,
                             conv_bias.value_or(at::Tensor())});
-    ctx->saved_data["conv_bias"] = conv_bias.has_value();
-    ctx->saved_data["stride"] = stride;
-    ctx->saved_data["padding"] = padding;
-    ctx->saved_data["dilation"] = dilation;
-    ctx->saved_data["groups"] = groups;
+    shape.save(ctx);
     ctx->saved_data["eps2"] = eps2;
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& conv_weight = saved[4];
-    const at::Tensor& y = saved[5];
-    const at::Tensor& weight2 = saved[8];
-    const at::Tensor& bias2 = saved[9];
-    const bool has_conv_bias = ctx->saved_data["conv_bias"].toBool();
-    const std::vector<std::int64_t> stride = ctx->saved_data["stride"].toIntVector();
-    const std::vector<std::int64_t> padding = ctx->saved_data["padding"].toIntVector();
-    const std::vector<std::int64_t> dilation = ctx->saved_data["dilation"].toIntVector();
-    const std::int64_t groups = ctx->saved_data["groups"].toInt();
-    const std::vector<std::int64_t> bias_sizes{conv_weight.size(0)};
-    at::Tensor grad_input, grad_conv_weight, grad_conv_bias, grad_weight2, grad_bias2;
+    constexpr std::size_t k = kBatchNormReLUConvSaved;
+    const at::Tensor& weight2 = saved[k];
+    const at::Tensor& bias2 = saved[k + 1];
+    const ConvShape shape = ConvShape::load(ctx);
+    at::Tensor input = at::relu(saved[5]);  // the convolution's input, recomputed
+    at::Tensor grad_c, grad_weight2, grad_bias2;
     {
-      at::Tensor input = at::relu(y);  // the convolution's input, recomputed
-      at::Tensor grad_c;
-      {
-        // The convolution's output, recomputed: the second BatchNorm's input.
-        const at::Tensor c = at::convolution(input, conv_weight, saved[12], stride, padding,
-                                             dilation, /*transposed=*/false,
-                                             /*output_padding=*/{0, 0}, groups);
-        std::tie(grad_c, grad_weight2, grad_bias2) = at::native_batch_norm_backward(
-            grads[0], c, weight2, /*running_mean=*/c10::nullopt, /*running_var=*/c10::nullopt,
-            saved[10], saved[11], /*train=*/true, ctx->saved_data["eps2"].toDouble(),
-            {true, weight2.defined(), bias2.defined()});
-      }
-      std::tie(grad_input, grad_conv_weight, grad_conv_bias) = at::convolution_backward(
-          grad_c, input, conv_weight,
-          has_conv_bias ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt, stride, padding,
-          dilation, /*transposed=*/false, /*output_padding=*/{0, 0}, groups,
-          {true, conv_weight.requires_grad(), has_conv_bias});
+      // The convolution's output, recomputed: the second BatchNorm's input.
+      const at::Tensor c = shape.convolution(input, saved[4], saved[k + 4]);
+      std::tie(grad_c, grad_weight2, grad_bias2) = at::native_batch_norm_backward(
+          grads[0], c, weight2, /*running_mean=*/c10::nullopt, /*running_var=*/c10::nullopt,
+          saved[k + 2], saved[k + 3], /*train=*/true, ctx->saved_data["eps2"].toDouble(),
+          {true, weight2.defined(), bias2.defined()});
     }
-    const at::Tensor g = at::threshold_backward(grad_input, y, 0);
-    grad_input = at::Tensor();
-    variable_list out =
-        backward_from_output(g, y, saved[0], saved[1], saved[2], saved[3], saved[6], saved[7]);
+    const std::array<at::Tensor, 5> g =
+        batch_norm_relu_conv_backward(std::move(grad_c), std::move(input), saved, shape);
+    variable_list out = {g[0], g[1], g[2]};
     out.resize(19);  // nothing for the statistics, momenta, eps and the convolution's shape
-    out[7] = grad_conv_weight;
-    out[8] = grad_conv_bias;
+    out[7] = g[3];
+    out[8] = g[4];
     out[13] = weight2.defined() ? grad_weight2 : at::Tensor();
     out[14] = bias2.defined() ? grad_bias2 : at::Tensor();
     return out;

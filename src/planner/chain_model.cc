@@ -157,6 +157,17 @@ int checkpointed_stages(const Plan& plan) {
   return n;
 }
 
+void no_variant_faster_than_the_first(Chain* chain) {
+  for (Stage& stage : chain->stages) {
+    if (stage.variants.empty()) continue;
+    const double fwd = stage.variants[0].fwd_time, bwd = stage.variants[0].bwd_time;
+    for (std::size_t v = 1; v < stage.variants.size(); ++v) {
+      stage.variants[v].fwd_time = std::max(stage.variants[v].fwd_time, fwd);
+      stage.variants[v].bwd_time = std::max(stage.variants[v].bwd_time, bwd);
+    }
+  }
+}
+
 int non_default_variants(const Plan& plan) {
   int n = 0;
   for (const StagePlan& s : plan.stages) n += s.variant != 0 ? 1 : 0;

@@ -17,6 +17,13 @@ namespace monet {
 // noisy); the planner then plans with the largest.
 void validate_chain(const Chain& chain, std::string_view source = "chain");
 
+// Raises each stage's variants' fwd_time and bwd_time to at least its first variant's. For chains
+// whose other variants do the first's work and more (the runtime's: the default operator mode
+// first, then lean modes that also pack masks, recover inputs or recompute), where a lean variant
+// timed below the first is noise: a planner choosing among variants by time would take it where
+// no memory is short, and run slower than without it. Ties go to the first variant.
+void no_variant_faster_than_the_first(Chain* chain);
+
 // Throws std::invalid_argument unless `plan` has one entry per stage of `chain` and every variant
 // index names a variant of its stage.
 void check_plan_shape(const Chain& chain, const Plan& plan);

@@ -18,6 +18,7 @@
 #include "monet/allocator.h"
 #include "monet/bytes.h"
 #include "planner/chain_json.h"
+#include "planner/chain_model.h"
 #include "planner/plan_cache.h"
 #include "planner/shape_key.h"
 #include "planner/simulate.h"
@@ -345,6 +346,7 @@ class RuntimeImpl {
                                        CachingAllocator& pool) const {
     if (options_.budget_bytes == 0 || last_.profiled || !predictor_) return std::nullopt;
     Chain chain = predictor_->predict(shape);
+    no_variant_faster_than_the_first(&chain);
     for (std::size_t k = 0; k < chain.stages.size(); ++k) {
       if (plan.stages[k].variant >= static_cast<int>(chain.stages[k].variants.size())) {
         return std::nullopt;
@@ -427,6 +429,8 @@ class RuntimeImpl {
       cache = &exact_cache_;
       cache_key = &exact;
     }
+    // Lean modes do the default's work and more: one timed faster is noise, not a free choice.
+    no_variant_faster_than_the_first(&chain);
     set_held(&chain, pool);
     if (log_level() >= LogLevel::kDebug) {
       log(LogLevel::kDebug, "chain of shape {}: {}", join_dims(shape), chain_to_json(chain));

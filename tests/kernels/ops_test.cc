@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "monet/op_mode.h"
@@ -211,19 +212,24 @@ struct RunningStats {
   }
 };
 
-// One call of `op` in each variant mode updates the running statistics as one call of `ref`.
-void expect_statistics_updated_once(const Op& op, const Op& ref, const Inputs& inputs,
-                                    const BatchNormCase& bn, RunningStats& stats) {
+// One call of `op` in each variant mode updates the running statistics as one call of `ref`, for
+// each BatchNorm's case and statistics.
+void expect_statistics_updated_once(
+    const Op& op, const Op& ref, const Inputs& inputs,
+    const std::vector<std::pair<const BatchNormCase*, RunningStats*>>& norms) {
   for (OpMode mode : kVariants) {
-    stats.reset(bn);
+    SCOPED_TRACE(std::string(op_mode_name(mode)));
+    for (const auto& [bn, stats] : norms) stats->reset(*bn);
     {
       OpModeScope scope(mode);
       op(inputs);
     }
     ref(inputs);
-    EXPECT_LE(max_diff(stats.mean_mine, stats.mean_ref), 1e-12);
-    EXPECT_LE(max_diff(stats.var_mine, stats.var_ref), 1e-12);
-    EXPECT_GT(max_diff(stats.mean_mine, bn.mean), 0.0);
+    for (const auto& [bn, stats] : norms) {
+      EXPECT_LE(max_diff(stats->mean_mine, stats->mean_ref), 1e-12);
+      EXPECT_LE(max_diff(stats->var_mine, stats->var_ref), 1e-12);
+      EXPECT_GT(max_diff(stats->mean_mine, bn->mean), 0.0);
+    }
   }
 }
 
@@ -241,7 +247,7 @@ void expect_batch_norm_matches(const BatchNormCase& bn, bool fused) {
   };
   const Inputs inputs{bn.x, bn.weight, bn.bias};
   expect_matches(op, ref, inputs, 1e-10);
-  expect_statistics_updated_once(op, ref, inputs, bn, stats);
+  expect_statistics_updated_once(op, ref, inputs, {{&bn, &stats}});
 }
 
 TEST(OpsTest, BatchNormMatchesTorch) {
@@ -318,7 +324,7 @@ void expect_batch_norm_relu_conv_matches(const BatchNormCase& bn, const ConvCase
   Inputs inputs{bn.x, bn.weight, bn.bias, conv_weight};
   if (c.bias) inputs.push_back(conv_bias);
   expect_matches(op, ref, inputs, 1e-10);
-  expect_statistics_updated_once(op, ref, inputs, bn, stats);
+  expect_statistics_updated_once(op, ref, inputs, {{&bn, &stats}});
 }
 
 TEST(OpsTest, BatchNormReluConvMatchesTorch) {
@@ -402,21 +408,7 @@ void expect_block_middle_matches(const BatchNormCase& bn, const BatchNormCase& b
   Inputs inputs{bn.x, bn.weight, bn.bias, conv_weight, bn2.weight, bn2.bias};
   if (c.bias) inputs.push_back(conv_bias);
   expect_matches(op, ref, inputs, 1e-10);
-  for (OpMode mode : kVariants) {
-    SCOPED_TRACE(std::string(op_mode_name(mode)));
-    stats.reset(bn);
-    stats2.reset(bn2);
-    {
-      OpModeScope scope(mode);
-      op(inputs);
-    }
-    ref(inputs);
-    EXPECT_LE(max_diff(stats.mean_mine, stats.mean_ref), 1e-12);
-    EXPECT_LE(max_diff(stats.var_mine, stats.var_ref), 1e-12);
-    EXPECT_LE(max_diff(stats2.mean_mine, stats2.mean_ref), 1e-12);
-    EXPECT_LE(max_diff(stats2.var_mine, stats2.var_ref), 1e-12);
-    EXPECT_GT(max_diff(stats2.mean_mine, bn2.mean), 0.0);
-  }
+  expect_statistics_updated_once(op, ref, inputs, {{&bn, &stats}, {&bn2, &stats2}});
 }
 
 TEST(OpsTest, BatchNormReluConvBatchNormMatchesTorch) {

@@ -77,6 +77,19 @@ TEST(ValidateChain, VariantsMayDisagreeOnOutputSize) {
   EXPECT_EQ(error_of(chain), "");
 }
 
+TEST(Plans, NoVariantIsTakenFasterThanTheFirst) {
+  Chain chain = two_stages();
+  chain.stages[1].variants[0].fwd_time = 2.0;
+  chain.stages[1].variants[0].bwd_time = 3.0;
+  chain.stages[1].variants[1].fwd_time = 1.5;  // timed faster than the default: noise
+  chain.stages[1].variants[1].bwd_time = 4.0;  // slower: kept
+  no_variant_faster_than_the_first(&chain);
+  EXPECT_EQ(chain.stages[1].variants[1].fwd_time, 2.0);
+  EXPECT_EQ(chain.stages[1].variants[1].bwd_time, 4.0);
+  EXPECT_EQ(chain.stages[1].variants[0].fwd_time, 2.0);
+  EXPECT_EQ(chain.stages[0].variants.size(), 1u);
+}
+
 TEST(Plans, UniformAndRetained) {
   const Chain chain = two_stages();
   Plan keep = uniform_plan(chain, false);
