@@ -199,6 +199,23 @@ struct ConvShape {
 // before the ReLU), and the weak channels and their input slices.
 constexpr std::size_t kBatchNormReLUConvSaved = 8;
 
+// The forward both fused ops begin with: the output-keeping BatchNorm, then the convolution of
+// relu(y). `saved` gets what they keep for the backward, kBatchNormReLUConvSaved tensors in the
+// order above; returns the convolution's output.
+at::Tensor batch_norm_relu_conv_forward(const at::Tensor& x, const at::Tensor& weight,
+                                        const at::Tensor& bias,
+                                        const c10::optional<at::Tensor>& running_mean,
+                                        const c10::optional<at::Tensor>& running_var,
+                                        double momentum, double eps, const at::Tensor& conv_weight,
+                                        const c10::optional<at::Tensor>& conv_bias,
+                                        const ConvShape& shape, variable_list* saved) {
+  KeptBatchNorm kept =
+      forward_keeping_output(x, weight, bias, running_mean, running_var, momentum, eps);
+  at::Tensor out = shape.convolution(at::relu(kept.y), conv_weight, conv_bias);
+  *saved = {weight, bias, kept.mean, kept.invstd, conv_weight, kept.y, kept.weak, kept.weak_input};
+  return out;
+}
+
 // The gradients of conv2d(relu(batch_norm(x))) from `grad_out`, the gradient of the convolution's
 // output: torch's own convolution backward on `input` (relu(y), recomputed), the ReLU's, and the
 // output-keeping BatchNorm's. `grad_out` and `input` are released once the convolution's backward
@@ -241,12 +258,12 @@ struct BatchNormReLUConvolution : torch::autograd::Function<BatchNormReLUConvolu
     const at::Tensor bias = bias_arg.value_or(at::Tensor());
     const ConvShape shape{conv_bias.has_value(), std::move(stride), std::move(padding),
                           std::move(dilation), groups};
-    KeptBatchNorm kept =
-        forward_keeping_output(x, weight, bias, running_mean, running_var, momentum, eps);
-    at::Tensor out = shape.convolution(at::relu(kept.y), conv_weight, conv_bias);
+    variable_list saved;
+    at::Tensor out =
+        batch_norm_relu_conv_forward(x, weight, bias, running_mean, running_var, momentum, eps,
+                                     conv_weight, conv_bias, shape, &saved);
     // Saved tensors, unlike saved_data, are released when this node's backward has run.
-    ctx->save_for_backward(
-        {weight, bias, kept.mean, kept.invstd, conv_weight, kept.y, kept.weak, kept.weak_input});
+    ctx->save_for_backward(saved);
     shape.save(ctx);
     return out;
   }
@@ -285,18 +302,18 @@ struct BatchNormReLUConvolutionBatchNorm
     const at::Tensor bias = bias_arg.value_or(at::Tensor());
     const ConvShape shape{conv_bias.has_value(), std::move(stride), std::move(padding),
                           std::move(dilation), groups};
-    KeptBatchNorm kept =
-        forward_keeping_output(x, weight, bias, running_mean, running_var, momentum, eps);
-    at::Tensor c = shape.convolution(at::relu(kept.y), conv_weight, conv_bias);
+    variable_list saved;
+    const at::Tensor c =
+        batch_norm_relu_conv_forward(x, weight, bias, running_mean, running_var, momentum, eps,
+                                     conv_weight, conv_bias, shape, &saved);
     at::Tensor out, mean2, invstd2;
     std::tie(out, mean2, invstd2) = at::native_batch_norm(
         c, weight2_arg, bias2_arg, running_mean2, running_var2, /*training=*/true, momentum2, eps2);
     // Saved tensors, unlike saved_data, are released when this node's backward has run: those of
     // BatchNormReLUConvolution first (kBatchNormReLUConvSaved), then the second BatchNorm's.
-    ctx->save_for_backward({weight, bias, kept.mean, kept.invstd, conv_weight, kept.y, kept.weak,
-                            kept.weak_input, weight2_arg.value_or(at::Tensor()),
-                            bias2_arg.value_or(at::Tensor()), mean2, invstd2,
-                            conv_bias.value_or(at::Tensor())});
+    saved.insert(saved.end(), {weight2_arg.value_or(at::Tensor()), bias2_arg.value_or(at::Tensor()),
+                               mean2, invstd2, conv_bias.value_or(at::Tensor())});
+    ctx->save_for_backward(saved);
     shape.save(ctx);
     ctx->saved_data["eps2"] = eps2;
     return out;

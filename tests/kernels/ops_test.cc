@@ -297,16 +297,18 @@ TEST(OpsTest, BatchNormFiniteDifferences) {
 struct ConvCase {
   std::int64_t out, kernel, stride, padding, dilation, groups;
   bool bias;
+
+  // Its weight and bias (undefined without one) for `in` input channels, in double.
+  std::pair<torch::Tensor, torch::Tensor> parameters(std::int64_t in) const {
+    return {torch::randn({out, in / groups, kernel, kernel}, f64()).requires_grad_(),
+            bias ? torch::randn({out}, f64()).requires_grad_() : torch::Tensor()};
+  }
 };
 
 void expect_batch_norm_relu_conv_matches(const BatchNormCase& bn, const ConvCase& c) {
   SCOPED_TRACE("kernel " + std::to_string(c.kernel) + " stride " + std::to_string(c.stride) +
                " groups " + std::to_string(c.groups));
-  const std::int64_t in = bn.x.size(1);
-  const torch::Tensor conv_weight =
-      torch::randn({c.out, in / c.groups, c.kernel, c.kernel}, f64()).requires_grad_();
-  const torch::Tensor conv_bias =
-      c.bias ? torch::randn({c.out}, f64()).requires_grad_() : torch::Tensor();
+  const auto [conv_weight, conv_bias] = c.parameters(bn.x.size(1));
   RunningStats stats;
   stats.reset(bn);
   const Op op = [&](const Inputs& in) {
@@ -378,11 +380,7 @@ void expect_block_middle_matches(const BatchNormCase& bn, const BatchNormCase& b
                                  const ConvCase& c) {
   SCOPED_TRACE("kernel " + std::to_string(c.kernel) + " stride " + std::to_string(c.stride) +
                " groups " + std::to_string(c.groups));
-  const std::int64_t in = bn.x.size(1);
-  const torch::Tensor conv_weight =
-      torch::randn({c.out, in / c.groups, c.kernel, c.kernel}, f64()).requires_grad_();
-  const torch::Tensor conv_bias =
-      c.bias ? torch::randn({c.out}, f64()).requires_grad_() : torch::Tensor();
+  const auto [conv_weight, conv_bias] = c.parameters(bn.x.size(1));
   RunningStats stats, stats2;
   stats.reset(bn);
   stats2.reset(bn2);
