@@ -272,8 +272,7 @@ void BatchNorm2dReLUConv2dImpl::pretty_print(std::ostream& stream) const {
          << ", stride=" << conv_options_.stride() << ")";
 }
 
-// --- BatchNorm2dReLUConv2dBatchNorm2d
-// --------------------------------------------------------------
+// --- BatchNorm2dReLUConv2dBatchNorm2d ----------------------------------------------------------
 
 BatchNorm2dReLUConv2dBatchNorm2dImpl::BatchNorm2dReLUConv2dBatchNorm2dImpl(
     const torch::nn::BatchNorm2dOptions& bn_options, const torch::nn::Conv2dOptions& conv_options,
