@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "monet/bytes.h"
+#include "runtime/autograd_release.h"
 #include "runtime/kernel_clock.h"
 #include "runtime/rng_state.h"
 
@@ -157,6 +158,10 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
     const std::int64_t peak = static_cast<std::int64_t>(pool.peak_requested_since(bwd_mark));
     const std::int64_t in_bytes = input_counts ? static_cast<std::int64_t>(input.nbytes()) : 0;
     c.bwd_peak = clamp0(peak - after - in_bytes + c.out_bytes);
+    // On CUDA the gradients are freed on autograd's device thread, a moment after grad()
+    // returns: read before that, they look held by the stage (and a lean mode is dropped), and
+    // freed inside the next stage's forward, they hide as many of its bytes.
+    await_autograd_release(y.device());
     *held = requested(pool) - (after - c.saved_bytes);
   } else {
     c.bwd_time = timer.stop();

@@ -272,6 +272,13 @@ class RuntimeImpl {
     return std::min(0.9, options_.margin + extra);
   }
 
+  // What plans may use of the budget with the margin alone, before any retry raised it.
+  std::int64_t unraised_plan_budget() const {
+    const auto budget = static_cast<double>(options_.budget_bytes);
+    return static_cast<std::int64_t>(budget - std::max(budget * std::min(0.9, options_.margin),
+                                                       static_cast<double>(kMarginFloor)));
+  }
+
   // What a plan may use of the budget: all but the margin, and at least kMarginFloor kept free
   // (reserved memory grows by 2 MiB granules, which a margin of a small budget would not cover).
   static constexpr std::int64_t kMarginFloor = 2 << 20;
@@ -453,6 +460,20 @@ class RuntimeImpl {
       if (least.feasible && least.peak_bytes <= budget) {
         // The planner missed at this budget a plan it finds at a smaller one.
         least.budget_bytes = budget;
+        plan = std::move(least);
+      } else if (least.feasible && least.peak_bytes <= unraised_plan_budget() - unmodelled) {
+        // Retries raised this shape's margin past what any plan leaves free, though a plan fits
+        // the budget: the batch runs the plan that leaves the most free rather than being lost.
+        // Should that run out of memory too, the step's retries bound it as for any plan.
+        log(LogLevel::kWarn,
+            "shape {}: no plan leaves the {:.0f}% of the budget free that its retries asked for; "
+            "running the plan that holds the least ({}, {:.0f}% of the budget)",
+            join_dims(shape), 100.0 * margin_for(key, false),
+            format_bytes(static_cast<std::size_t>(least.peak_bytes)),
+            100.0 * static_cast<double>(least.peak_bytes) /
+                static_cast<double>(options_.budget_bytes));
+        least.budget_bytes = least.peak_bytes;
+        last_.budget_bytes = least.peak_bytes;
         plan = std::move(least);
       } else {
         plan.min_feasible_bytes =

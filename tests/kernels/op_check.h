@@ -14,6 +14,7 @@
 #include "monet/allocator.h"
 #include "monet/op_mode.h"
 #include "monet/ops.h"
+#include "runtime/autograd_release.h"
 
 namespace monet::op_check {
 
@@ -96,6 +97,7 @@ inline Kept kept_by(const UnaryOp& op, const torch::Tensor& leaf, OpMode mode) {
     node = y.grad_fn();
     torch::autograd::grad({y}, {leaf}, {torch::ones_like(y)});
   }
+  await_autograd_release(leaf.device());  // the gradient is freed on autograd's CUDA thread
   EXPECT_EQ(in_use(device), before) << "the node released what it kept when its backward ran";
   node.reset();
   return kept;

@@ -84,6 +84,50 @@ TEST(RuntimeErrors, ABatchThatRunsOutOfMemoryRunsAgainWithTheSameResult) {
   pools::cpu().set_budget_bytes(0);
 }
 
+// Each retry of a shape raises the margin its plans leave free. Where the retries have raised it
+// past what any plan leaves, though a plan fits the budget, the batch runs the plan that holds the
+// least instead of being lost, and so do the shape's later batches.
+TEST(RuntimeErrors, RetriesThatRaiseTheMarginPastEveryPlanStillRunTheBatch) {
+  install();
+  auto w = testing::small_transformer();
+  const auto b = w->largest_batch();
+  std::int64_t least = 0;  // the least budget a plan of this shape fits after one retry
+  try {
+    Options tiny;
+    tiny.budget_bytes = 3 << 20;
+    Runtime probe(w->make_model(1), tiny);
+    probe.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
+  } catch (const InfeasibleBudgetError& e) {
+    least = e.min_feasible_bytes;
+  }
+  ASSERT_GT(least, 0);
+  pools::cpu().release_cached();
+  Options o;
+  o.budget_bytes = least;  // plans fit with the margin raised once, not three times
+  auto model = w->make_model(1);
+  Runtime rt(model, o);
+  // A loss that, for `hogs` runs with grad, holds more than the whole budget: each such run is a
+  // step out of memory, as far as the runtime can tell a plan that fell short.
+  int hogs = 0;
+  const auto loss = [&](const torch::Tensor& out) {
+    torch::Tensor hog;
+    if (torch::GradMode::is_enabled() && hogs > 0) {
+      --hogs;
+      hog = torch::empty({o.budget_bytes}, torch::kByte);
+    }
+    return w->loss(out, b);
+  };
+  rt.step(b.input, loss);  // measures the shape and plans it
+  hogs = 3;                // three retries: the margin goes from 10% to 40%
+  EXPECT_NO_THROW(rt.step(b.input, loss));
+  EXPECT_EQ(rt.last_step().retries, 3);
+  EXPECT_LE(rt.last_step().predicted_peak_bytes, o.budget_bytes);
+  EXPECT_NO_THROW(rt.step(b.input, loss));  // the shape's next batch, its margin still raised
+  EXPECT_EQ(rt.last_step().retries, 0);
+  EXPECT_LE(pools::cpu().stats().peak_reserved_bytes, static_cast<std::size_t>(o.budget_bytes));
+  pools::cpu().set_budget_bytes(0);
+}
+
 // MONET_PREDICTOR_STATE: a job that starts again from the state an earlier run saved measures
 // none of the shapes that run measured, not even its first; a state saved for another model is
 // refused with what to do.
