@@ -3,7 +3,7 @@
 //
 //   monet-bench [--model transformer|resnet|all] [--strategies LIST] [--budgets LIST]
 //               [--steps N] [--rounds R] [--quick] [--size cpu|gpu] [--warm] [--json]
-//               [--out DIR] [--seed S]
+//               [--out DIR] [--seed S] [--device D]
 //
 // Per workload: the unconstrained peak at the largest input (what the budgets are shares of),
 // the baseline without a budget (run first and after each budget's cells: each cell's overhead is
@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "crash_report.h"
 #include "monet/allocator.h"
 #include "monet/bytes.h"
 #include "monet/errors.h"
@@ -72,6 +73,7 @@ struct Flags {
   bool json = false;
   std::string out = "monet-bench-report";
   std::uint64_t seed = 1;
+  std::string device;  // empty: the first GPU LibTorch sees, else the CPU
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -79,7 +81,7 @@ struct Flags {
   std::cerr
       << "usage: monet-bench [--model transformer|resnet|all] [--strategies LIST]\n"
          "                   [--budgets LIST] [--steps N] [--rounds R] [--quick] [--size cpu|gpu]\n"
-         "                   [--warm] [--json] [--out DIR] [--seed S]\n"
+         "                   [--warm] [--json] [--out DIR] [--seed S] [--device D]\n"
          "  --model M       transformer, resnet or all (default all)\n"
          "  --strategies L  comma-separated, of all, sqrt, static, greedy, dp, monet (default\n"
          "                  all of them); the run without a budget is always made\n"
@@ -102,7 +104,9 @@ struct Flags {
          "  --out DIR       where results.json, overhead.svg, planned.svg and\n"
          "                  timeline.svg go\n"
          "                  (default monet-bench-report)\n"
-         "  --seed S        seed of the data and the weights (default 1)\n";
+         "  --seed S        seed of the data and the weights (default 1)\n"
+         "  --device D      cpu, cuda or cuda:N (default cuda:0 where LibTorch sees a GPU,\n"
+         "                  else cpu)\n";
   std::exit(problem.empty() ? 0 : 2);
 }
 
@@ -171,6 +175,8 @@ Flags parse(int argc, char** argv) {
         f.out = value();
       } else if (arg == "--seed") {
         f.seed = std::stoull(value());
+      } else if (arg == "--device") {
+        f.device = value();
       } else if (arg == "--help" || arg == "-h") {
         usage("");
       } else {
@@ -424,7 +430,7 @@ struct Baselines {
 class Bench {
  public:
   explicit Bench(Flags flags)
-      : flags_(std::move(flags)), device_(monet::workloads::default_device()) {}
+      : flags_(std::move(flags)), device_(monet::workloads::device_named(flags_.device)) {}
 
   int run() {
     std::filesystem::create_directories(flags_.out);
@@ -1049,6 +1055,7 @@ class Bench {
 }  // namespace
 
 int main(int argc, char** argv) {
+  monet::tools::report_crashes("monet-bench");
   const Flags flags = parse(argc, argv);
   try {
     // Budgets come from the flags: a MONET_BUDGET in the environment would cap the baseline.

@@ -2,6 +2,7 @@
 // budget, and compares with the same run without one.
 //
 //   monet-train [--model transformer|resnet] [--budget B] [--steps N] [--strategy S] [--json]
+//               [--device D]
 //
 // By default a transformer encoder on token batches whose lengths are long-tailed like question
 // answering data; the budget defaults to half of the model's unconstrained peak at its largest
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "crash_report.h"
 #include "monet/allocator.h"
 #include "monet/bytes.h"
 #include "monet/errors.h"
@@ -39,6 +41,7 @@ struct Flags {
   bool baseline = true;
   std::string trace;
   std::uint64_t seed = 1;
+  std::string device;  // empty: the first GPU LibTorch sees, else the CPU
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -46,6 +49,7 @@ struct Flags {
   std::cerr
       << "usage: monet-train [--model transformer|resnet] [--budget B] [--steps N]\n"
          "                   [--strategy S] [--json] [--no-baseline] [--trace FILE] [--seed S]\n"
+         "                   [--device D]\n"
          "  --model M      transformer (default): an encoder on long-tailed token lengths;\n"
          "                 resnet: a ResNet-style CNN on images of varying size\n"
          "  --budget B     memory budget: 64MiB, 1GiB, 60% of RAM... (default MONET_BUDGET,\n"
@@ -59,7 +63,9 @@ struct Flags {
          "  --no-baseline  skip the run without a budget (the overhead is then not known;\n"
          "                 a budget must be given)\n"
          "  --trace FILE   write every allocation and free to FILE (MONET_TRACE)\n"
-         "  --seed S       seed of the data and the weights (default 1)\n";
+         "  --seed S       seed of the data and the weights (default 1)\n"
+         "  --device D     cpu, cuda or cuda:N (default cuda:0 where LibTorch sees a GPU, else\n"
+         "                 cpu)\n";
   std::exit(problem.empty() ? 0 : 2);
 }
 
@@ -89,6 +95,8 @@ Flags parse(int argc, char** argv) {
         f.trace = value();
       } else if (arg == "--seed") {
         f.seed = std::stoull(value());
+      } else if (arg == "--device") {
+        f.device = value();
       } else if (arg == "--help" || arg == "-h") {
         usage("");
       } else {
@@ -110,7 +118,7 @@ monet::workloads::TrainResult train(const monet::workloads::Workload& w, const F
                                     int steps, const monet::Options& options,
                                     const std::string& label) {
   const monet::tools::Progress progress(label, steps, flags.json);
-  const torch::Device device = monet::workloads::default_device();
+  const torch::Device device = monet::workloads::device_named(flags.device);
   monet::CachingAllocator& pool = monet::workloads::pool_for(device);
   const auto start = std::chrono::steady_clock::now();
   monet::workloads::TrainSpec spec;
@@ -155,6 +163,7 @@ int run(const Flags& flags) {
     throw monet::ConfigError("--no-baseline needs a budget (--budget or MONET_BUDGET)");
   }
 
+  const torch::Device device = monet::workloads::device_named(flags.device);
   torch::set_num_threads(2);
   const auto w = monet::workloads::make_workload(flags.model);
   const int steps = flags.steps > 0 ? flags.steps : (flags.model == "resnet" ? 60 : 150);
@@ -166,8 +175,8 @@ int run(const Flags& flags) {
     monet::Options probe = options;
     probe.budget_bytes = static_cast<std::int64_t>(budget);
     std::string why;
-    if (const std::int64_t least = monet::workloads::least_budget_above(
-            *w, flags.seed, probe, monet::workloads::default_device(), &why);
+    if (const std::int64_t least =
+            monet::workloads::least_budget_above(*w, flags.seed, probe, device, &why);
         least > 0) {
       throw monet::InfeasibleBudgetError(why, probe.budget_bytes, least);
     }
@@ -175,8 +184,7 @@ int run(const Flags& flags) {
   std::size_t peak = 0;
   monet::workloads::TrainResult baseline;
   if (flags.baseline) {
-    peak = monet::workloads::unconstrained_peak(*w, flags.seed, monet::workloads::default_device())
-               .reserved_bytes;
+    peak = monet::workloads::unconstrained_peak(*w, flags.seed, device).reserved_bytes;
     monet::Options none = options;
     none.budget_bytes = 0;
     baseline = train(*w, flags, steps, none, "baseline");
@@ -188,8 +196,8 @@ int run(const Flags& flags) {
     budget = peak / 2;
     monet::Options probe = options;
     probe.budget_bytes = static_cast<std::int64_t>(budget);
-    if (const auto least = static_cast<std::size_t>(monet::workloads::least_budget_above(
-            *w, flags.seed, probe, monet::workloads::default_device()));
+    if (const auto least = static_cast<std::size_t>(
+            monet::workloads::least_budget_above(*w, flags.seed, probe, device));
         least > 0) {
       // 15% above it: the least plan runs at the edge, where the memory model's errors tell.
       budget = least + least * 15 / 100;
@@ -266,6 +274,7 @@ int run(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  monet::tools::report_crashes("monet-train");
   const Flags flags = parse(argc, argv);
   try {
     return run(flags);

@@ -1,11 +1,15 @@
 #include "workloads/harness.h"
 
+#include <fmt/format.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <string>
 
 #include "allocator/device_pools.h"
+#include "monet/errors.h"
 #include "monet/planner.h"
 
 namespace monet::workloads {
@@ -39,6 +43,28 @@ CachingAllocator& pool_for(const torch::Device& device) {
 
 torch::Device default_device() {
   return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+}
+
+torch::Device device_named(const std::string& name, const std::string& flag) {
+  if (name.empty()) return default_device();
+  std::optional<torch::Device> device;
+  try {
+    device.emplace(name);
+  } catch (const c10::Error&) {
+  }
+  if (!device || !(device->is_cpu() || device->is_cuda())) {
+    throw ConfigError(fmt::format(
+        "{}='{}' is not a device monet trains on. Use cpu, cuda or cuda:N", flag, name));
+  }
+  if (device->is_cpu()) return torch::Device(torch::kCPU);
+  const int count = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  const int index = device->has_index() ? device->index() : 0;
+  if (index >= count) {
+    throw ConfigError(fmt::format(
+        "{}='{}': LibTorch sees {} CUDA device{} here. Use {}", flag, name, count,
+        count == 1 ? "" : "s", count == 0 ? "cpu" : fmt::format("cuda:0 to cuda:{}", count - 1)));
+  }
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
 PeakProbe unconstrained_peak(const Workload& w, std::uint64_t seed, const torch::Device& device) {

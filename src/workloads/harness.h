@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "allocator/caching_allocator.h"
 #include "monet/runtime.h"
@@ -27,6 +28,11 @@ CachingAllocator& pool_for(const torch::Device& device);
 // The device monet-train and monet-bench train on: the first CUDA device when LibTorch has one,
 // the CPU otherwise.
 torch::Device default_device();
+
+// The device a --device flag names: "cpu", "cuda" (device 0) or "cuda:N"; empty is
+// default_device(). Throws ConfigError, naming `flag` and what to write, for a name that is not a
+// device, a device that is neither, or a CUDA device LibTorch does not see here.
+torch::Device device_named(const std::string& name, const std::string& flag = "--device");
 
 // One step on the largest batch with every stage kept and no budget, on a throwaway model.
 struct PeakProbe {

@@ -13,7 +13,7 @@ import tempfile
 train, replay = os.environ["MONET_TRAIN"], os.environ["MONET_REPLAY"]
 with tempfile.TemporaryDirectory() as tmp:
     trace = os.path.join(tmp, "train.trace")
-    run = subprocess.run([train, "--steps", "40", "--trace", trace],
+    run = subprocess.run([train, "--device", "cpu", "--steps", "40", "--trace", trace],
                          capture_output=True, text=True, timeout=300)
     print(run.stdout)
     if run.returncode != 0:
