@@ -472,8 +472,10 @@ class RuntimeImpl {
             format_bytes(static_cast<std::size_t>(least.peak_bytes)),
             100.0 * static_cast<double>(least.peak_bytes) /
                 static_cast<double>(options_.budget_bytes));
-        least.budget_bytes = least.peak_bytes;
-        last_.budget_bytes = least.peak_bytes;
+        // Made for the budget it was checked against: a few bytes more held between steps do not
+        // make it outgrown (and planned again, with this warning, at every step).
+        least.budget_bytes = unraised_plan_budget() - unmodelled;
+        last_.budget_bytes = least.budget_bytes;
         plan = std::move(least);
       } else {
         plan.min_feasible_bytes =

@@ -122,8 +122,10 @@ TEST(RuntimeErrors, RetriesThatRaiseTheMarginPastEveryPlanStillRunTheBatch) {
   EXPECT_NO_THROW(rt.step(b.input, loss));
   EXPECT_EQ(rt.last_step().retries, 3);
   EXPECT_LE(rt.last_step().predicted_peak_bytes, o.budget_bytes);
+  const std::int64_t plans = rt.stats().plans_made;
   EXPECT_NO_THROW(rt.step(b.input, loss));  // the shape's next batch, its margin still raised
   EXPECT_EQ(rt.last_step().retries, 0);
+  EXPECT_EQ(rt.stats().plans_made, plans) << "the least plan is cached, not made at every step";
   EXPECT_LE(pools::cpu().stats().peak_reserved_bytes, static_cast<std::size_t>(o.budget_bytes));
   pools::cpu().set_budget_bytes(0);
 }
