@@ -60,6 +60,11 @@ struct Options {
   // the raised margin where a plan fits with it (MONET_MARGIN; default 0.10).
   double margin = 0.10;
   double retry_margin_step = 0.10;
+  // After this many steps in a row with no batch out of memory, what retries added to the margin
+  // (every shape's, and the one carried to new shapes) comes down by retry_margin_step, and the
+  // plans made with it are made again: a fragmentation spike or a one-off allocation costs
+  // recomputation for a while, not for the rest of the job. 0: never (default 200).
+  int margin_relax_steps = 200;
   // Times one batch is retried after running out of memory before the step gives up with an
   // InfeasibleBudgetError (default 3).
   int max_retries = 3;

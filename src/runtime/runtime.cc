@@ -131,6 +131,7 @@ class RuntimeImpl {
         loss.backward();
         last_.measured_peak_bytes = static_cast<std::int64_t>(pool.peak_requested_since(mark));
         if (!options_.plan_once) feedback(shape, plan, before);
+        if (attempt == 0) relax_margins();
         ++stats_.steps;
         stats_.max_measured_peak_bytes =
             std::max(stats_.max_measured_peak_bytes, last_.measured_peak_bytes);
@@ -142,6 +143,7 @@ class RuntimeImpl {
         if (measuring) throw device_too_small(shape);
         ++last_.retries;
         ++stats_.retries;
+        steps_without_retry_ = 0;
         const ShapeKey key(plan_shape);
         // Above the margin the failed plan left free (a cached plan may predate learned_extra_).
         const auto budget = static_cast<double>(options_.budget_bytes);
@@ -216,6 +218,11 @@ class RuntimeImpl {
       throw ConfigError(
           fmt::format("monet::Options::max_retries is {}; use 0 or more", options_.max_retries));
     }
+    if (options_.margin_relax_steps < 0) {
+      throw ConfigError(
+          fmt::format("monet::Options::margin_relax_steps is {}; use 0 (never) or a count of steps",
+                      options_.margin_relax_steps));
+    }
     if (options_.measure_repeats < 1) {
       throw ConfigError(fmt::format("monet::Options::measure_repeats is {}; use 1 or more",
                                     options_.measure_repeats));
@@ -270,6 +277,33 @@ class RuntimeImpl {
     double extra = it == margin_extra_.end() ? 0.0 : it->second;
     if (learned) extra = std::max(extra, learned_extra_);
     return std::min(0.9, options_.margin + extra);
+  }
+
+  // Counts a step that ran without running out of memory; after Options::margin_relax_steps of
+  // them in a row, lowers what retries added to the margins by one retry's step and drops the
+  // plans made with them.
+  void relax_margins() {
+    if (options_.margin_relax_steps <= 0 || (learned_extra_ <= 0.0 && margin_extra_.empty())) {
+      steps_without_retry_ = 0;
+      return;
+    }
+    if (++steps_without_retry_ < options_.margin_relax_steps) return;
+    steps_without_retry_ = 0;
+    const double step = options_.retry_margin_step;
+    // What is left below a millionth of the budget is the rounding of plans' bytes: none.
+    constexpr double kNone = 1e-6;
+    learned_extra_ = learned_extra_ - step > kNone ? learned_extra_ - step : 0.0;
+    for (auto it = margin_extra_.begin(); it != margin_extra_.end();) {
+      it->second -= step;
+      it = it->second <= kNone ? margin_extra_.erase(it) : std::next(it);
+    }
+    cache_.clear();
+    exact_cache_.clear();
+    log(LogLevel::kInfo,
+        "no batch ran out of memory in {} steps: the margins retries raised come down by {:.0f} "
+        "points (new shapes now leave {:.0f}% of the budget free)",
+        options_.margin_relax_steps, 100.0 * step,
+        100.0 * std::min(0.9, options_.margin + learned_extra_));
   }
 
   // What plans may use of the budget with the margin alone, before any retry raised it.
@@ -778,6 +812,7 @@ class RuntimeImpl {
   // the memory model does not count (fragmentation of the allocator's granules, mostly) is much
   // the same from shape to shape. A shape no plan fits with it plans with its own margin.
   double learned_extra_ = 0.0;
+  int steps_without_retry_ = 0;  // steps in a row that ran out of memory on no attempt
   std::unordered_set<ShapeKey, ShapeKeyHash> remeasure_;
   // Per exact shape: bytes its steps held above plans made on its own measurement (feedback).
   std::unordered_map<ShapeKey, std::int64_t, ShapeKeyHash> unmodelled_;

@@ -130,6 +130,50 @@ TEST(RuntimeErrors, RetriesThatRaiseTheMarginPastEveryPlanStillRunTheBatch) {
   pools::cpu().set_budget_bytes(0);
 }
 
+// What retries add to the margin comes down again after Options::margin_relax_steps steps in a
+// row without one, a retry's step at a time: the shape's plans get their room back.
+TEST(RuntimeErrors, MarginsRaisedByRetriesComeDownAfterStepsWithoutOne) {
+  install();
+  auto w = testing::small_transformer(64);
+  const auto b = w->batch(5, 0);
+  Options o;
+  o.budget_bytes = 64 << 20;
+  o.margin_relax_steps = 3;
+  Runtime rt(w->make_model(4), o);
+  int hogs = 0;
+  const auto loss = [&](const torch::Tensor& out) {
+    torch::Tensor hog;
+    if (torch::GradMode::is_enabled() && hogs > 0) {
+      --hogs;
+      hog = torch::empty({o.budget_bytes}, torch::kByte);
+    }
+    return w->loss(out, b);
+  };
+  rt.step(b.input, loss);  // measured and planned with the margin alone
+  const std::int64_t unraised = rt.last_step().budget_bytes;
+  hogs = 2;
+  rt.step(b.input, loss);
+  ASSERT_EQ(rt.last_step().retries, 2);
+  const std::int64_t raised = rt.last_step().budget_bytes;
+  EXPECT_LT(raised, unraised);
+  std::vector<std::int64_t> budgets;  // each step's plan budget from here on
+  for (int i = 0; i < 9; ++i) {
+    rt.step(b.input, loss);
+    budgets.push_back(rt.last_step().budget_bytes);
+  }
+  // Three steps at the raised margin (the retried one does not count), three at one retry's step
+  // less, then the margin alone.
+  EXPECT_EQ(budgets[0], raised);
+  EXPECT_EQ(budgets[2], raised);
+  EXPECT_GT(budgets[3], raised);
+  EXPECT_LT(budgets[3], unraised);
+  EXPECT_EQ(budgets[5], budgets[3]);
+  EXPECT_EQ(budgets[6], unraised);
+  EXPECT_EQ(budgets[8], unraised);
+  EXPECT_EQ(rt.stats().retries, 2);
+  pools::cpu().set_budget_bytes(0);
+}
+
 // MONET_PREDICTOR_STATE: a job that starts again from the state an earlier run saved measures
 // none of the shapes that run measured, not even its first; a state saved for another model is
 // refused with what to do.
