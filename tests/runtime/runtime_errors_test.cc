@@ -84,6 +84,21 @@ TEST(RuntimeErrors, ABatchThatRunsOutOfMemoryRunsAgainWithTheSameResult) {
   pools::cpu().set_budget_bytes(0);
 }
 
+// The workload's loss on `b`, but one that, while `*hogs` is above 0, holds `bytes` in each run
+// with grad and counts `*hogs` down: with `bytes` the whole budget each such run is a step out of
+// memory, as far as the runtime can tell a plan that fell short.
+Runtime::LossFn hogging_loss(const workloads::Workload& w, const workloads::Batch& b,
+                             std::int64_t bytes, int* hogs) {
+  return [&w, &b, bytes, hogs](const torch::Tensor& out) {
+    torch::Tensor hog;
+    if (torch::GradMode::is_enabled() && *hogs > 0) {
+      --*hogs;
+      hog = torch::empty({bytes}, torch::kByte);
+    }
+    return w.loss(out, b);
+  };
+}
+
 // Each retry of a shape raises the margin its plans leave free. Where the retries have raised it
 // past what any plan leaves, though a plan fits the budget, the batch runs the plan that holds the
 // least instead of being lost, and so do the shape's later batches.
@@ -106,17 +121,8 @@ TEST(RuntimeErrors, RetriesThatRaiseTheMarginPastEveryPlanStillRunTheBatch) {
   o.budget_bytes = least;  // plans fit with the margin raised once, not three times
   auto model = w->make_model(1);
   Runtime rt(model, o);
-  // A loss that, for `hogs` runs with grad, holds more than the whole budget: each such run is a
-  // step out of memory, as far as the runtime can tell a plan that fell short.
   int hogs = 0;
-  const auto loss = [&](const torch::Tensor& out) {
-    torch::Tensor hog;
-    if (torch::GradMode::is_enabled() && hogs > 0) {
-      --hogs;
-      hog = torch::empty({o.budget_bytes}, torch::kByte);
-    }
-    return w->loss(out, b);
-  };
+  const Runtime::LossFn loss = hogging_loss(*w, b, o.budget_bytes, &hogs);
   rt.step(b.input, loss);  // measures the shape and plans it
   hogs = 3;                // three retries: the margin goes from 10% to 40%
   EXPECT_NO_THROW(rt.step(b.input, loss));
@@ -141,14 +147,7 @@ TEST(RuntimeErrors, MarginsRaisedByRetriesComeDownAfterStepsWithoutOne) {
   o.margin_relax_steps = 3;
   Runtime rt(w->make_model(4), o);
   int hogs = 0;
-  const auto loss = [&](const torch::Tensor& out) {
-    torch::Tensor hog;
-    if (torch::GradMode::is_enabled() && hogs > 0) {
-      --hogs;
-      hog = torch::empty({o.budget_bytes}, torch::kByte);
-    }
-    return w->loss(out, b);
-  };
+  const Runtime::LossFn loss = hogging_loss(*w, b, o.budget_bytes, &hogs);
   rt.step(b.input, loss);  // measured and planned with the margin alone
   const std::int64_t unraised = rt.last_step().budget_bytes;
   hogs = 2;
