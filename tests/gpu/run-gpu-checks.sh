@@ -86,7 +86,15 @@ step_device-tests() {
     -R 'Cuda|_cuda|TorchHookTest|BitPackTest|CatalogueTest|OpsTest|KeptBytesTest|NnTest' \
     > "$logs/device-tests.log" 2>&1
   check "device tests, the rest" $?
+  # The two that failed now and then on memory autograd's CUDA thread freed late (docs/gpu.md,
+  # "Sixth run"), five times each.
+  bounded ctest --test-dir build-gpu --output-on-failure -j2 --timeout 120 --repeat until-fail:5 \
+    -R 'OpsCudaTest.VariantsKeepTheirCataloguedBytesOnCuda|RuntimeBudgetCuda.GradientsMadeInBackward' \
+    > "$logs/device-tests-repeated.log" 2>&1
+  check "device tests, the late-free ones 5 times each" $?
   log "  $(grep -h 'tests passed' "$logs"/device-tests*.log | tr '\n' ' ')"
+  log "  warnings that a stage still holds bytes after its backward: $(cat "$logs"/device-tests*.log |
+    grep -c 'still holds') (the sixth run: 10, of 128 B to 328 KiB)"
   grep -h '\*\*\*Failed' "$logs"/device-tests*.log | tee -a "$out/summary.txt"
   log "  skipped: $(($(skipped "$logs/device-tests-clock.log") + $(skipped "$logs/device-tests.log")))" \
     "(0 expected: on a GPU they run)"
