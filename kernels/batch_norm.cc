@@ -1,5 +1,6 @@
 // BatchNorm (and BatchNorm + ReLU) that keeps its output for backward, not its input, and
 // recovers the normalized input from it: x_hat = (y - bias) / weight.
+#include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
@@ -68,6 +69,22 @@ at::Tensor weak_channels(const at::Tensor& weight, const at::Tensor& bias) {
   return weak;
 }
 
+// A training BatchNorm's output and the batch's mean and invstd, updating the running statistics,
+// by the kernel torch's batch_norm runs: cuDNN's on CUDA where cuDNN takes the input (torch's op,
+// the default mode, runs it there), ATen's native one otherwise. Both save the batch's mean and
+// invstd, which the backward kernels below take.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_training(
+    const at::Tensor& x, const c10::optional<at::Tensor>& weight,
+    const c10::optional<at::Tensor>& bias, const c10::optional<at::Tensor>& running_mean,
+    const c10::optional<at::Tensor>& running_var, double momentum, double eps) {
+  auto [y, mean, invstd, reserve, impl] =
+      at::_batch_norm_impl_index(x, weight, bias, running_mean, running_var, /*training=*/true,
+                                 momentum, eps, at::globalContext().userEnabledCuDNN());
+  (void)reserve;  // cuDNN's workspace for its own backward, which is not run
+  (void)impl;
+  return {std::move(y), std::move(mean), std::move(invstd)};
+}
+
 // Runs the BatchNorm, updating the running statistics as torch's does.
 KeptBatchNorm forward_keeping_output(const at::Tensor& x, const at::Tensor& weight,
                                      const at::Tensor& bias,
@@ -75,9 +92,8 @@ KeptBatchNorm forward_keeping_output(const at::Tensor& x, const at::Tensor& weig
                                      const c10::optional<at::Tensor>& running_var, double momentum,
                                      double eps) {
   KeptBatchNorm kept;
-  // torch's CPU batch_norm runs native_batch_norm; it also updates the running statistics.
-  std::tie(kept.y, kept.mean, kept.invstd) = at::native_batch_norm(
-      x, weight, bias, running_mean, running_var, /*training=*/true, momentum, eps);
+  std::tie(kept.y, kept.mean, kept.invstd) =
+      batch_norm_training(x, weight, bias, running_mean, running_var, momentum, eps);
   // Channels too close to zero weight keep (only) their slice of the input.
   if (weight.defined()) {
     at::Tensor weak = weak_channels(weight, bias);
@@ -307,8 +323,8 @@ struct BatchNormReLUConvolutionBatchNorm
         batch_norm_relu_conv_forward(x, weight, bias, running_mean, running_var, momentum, eps,
                                      conv_weight, conv_bias, shape, &saved);
     at::Tensor out, mean2, invstd2;
-    std::tie(out, mean2, invstd2) = at::native_batch_norm(
-        c, weight2_arg, bias2_arg, running_mean2, running_var2, /*training=*/true, momentum2, eps2);
+    std::tie(out, mean2, invstd2) = batch_norm_training(c, weight2_arg, bias2_arg, running_mean2,
+                                                        running_var2, momentum2, eps2);
     // Saved tensors, unlike saved_data, are released when this node's backward has run: those of
     // BatchNormReLUConvolution first (kBatchNormReLUConvSaved), then the second BatchNorm's.
     saved.insert(saved.end(), {weight2_arg.value_or(at::Tensor()), bias2_arg.value_or(at::Tensor()),
