@@ -115,10 +115,9 @@ std::size_t physical_memory() {
 }
 
 monet::workloads::TrainResult train(const monet::workloads::Workload& w, const Flags& flags,
-                                    int steps, const monet::Options& options,
-                                    const std::string& label) {
+                                    const torch::Device& device, int steps,
+                                    const monet::Options& options, const std::string& label) {
   const monet::tools::Progress progress(label, steps, flags.json);
-  const torch::Device device = monet::workloads::device_named(flags.device);
   monet::CachingAllocator& pool = monet::workloads::pool_for(device);
   const auto start = std::chrono::steady_clock::now();
   monet::workloads::TrainSpec spec;
@@ -187,7 +186,7 @@ int run(const Flags& flags) {
     peak = monet::workloads::unconstrained_peak(*w, flags.seed, device).reserved_bytes;
     monet::Options none = options;
     none.budget_bytes = 0;
-    baseline = train(*w, flags, steps, none, "baseline");
+    baseline = train(*w, flags, device, steps, none, "baseline");
   }
   std::string budget_note;
   if (budget == 0) {
@@ -217,7 +216,7 @@ int run(const Flags& flags) {
                  budget_note.c_str());
   }
   options.budget_bytes = static_cast<std::int64_t>(budget);
-  const monet::workloads::TrainResult monet_run = train(*w, flags, steps, options, "monet");
+  const monet::workloads::TrainResult monet_run = train(*w, flags, device, steps, options, "monet");
   const double overhead =
       flags.baseline ? monet_run.seconds / baseline.seconds - 1.0 : std::nan("");
 
