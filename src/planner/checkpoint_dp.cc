@@ -4,6 +4,7 @@
 #include <cassert>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "planner/baseline_strategies.h"
@@ -308,7 +309,8 @@ bool CheckpointDp::add_segment_options(int start, int b, std::int64_t headroom) 
     sweep_.set_max_key(
         start, headroom - std::max(input + least_sum, input + least_need_after_[b]) + input);
   }
-  open = open || b < lean_last_[start];
+  // A lean segment that ends here is an option at this boundary: its start takes part.
+  open = open || b <= lean_last_[start];
   // Fastest first; an option is worth it only where it needs less room than every faster one.
   // A state takes the fastest option its room admits.
   for (std::size_t k = 1; k < options_at_.size(); ++k) {
@@ -373,7 +375,12 @@ DpSolution CheckpointDp::solve(std::int64_t budget_bytes, const Plan* incumbent)
   if (found) return *std::move(found);
   // need(0) <= headroom guarantees a path, so only the incumbent's bound can have cut them all:
   // nothing is faster than the incumbent.
-  assert(incumbent != nullptr);
+  if (incumbent == nullptr) {
+    throw std::logic_error(
+        "monet planner: the checkpoint search found no plan within a budget its least-peak "
+        "search said fits (a planner bug): set MONET_PLANNER=dp to plan without variants, and "
+        "report the chain (MONET_LOG=debug prints it)");
+  }
   return solution_of(*incumbent);
 }
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "exact_search.h"
 #include "model_chains.h"
@@ -106,13 +108,15 @@ TEST(JointPlanner, WithinOnePercentWithGradientsMadeInBackward) {
   }
 }
 
-// Its least feasible budget is where it starts to fit, and no higher than dp's.
+// Its least feasible budget is where it starts to fit, and no higher than dp's, on chains whose
+// variants agree on out_bytes and on chains where they do not.
 TEST(JointPlanner, LeastFeasibleBudgetFits) {
   std::mt19937_64 rng(23);
   for (int trial = 0; trial < 200; ++trial) {
     testing::RandomChainOptions options;
     options.stages = 1 + trial % 30;
     options.max_variants = 3;
+    options.same_out_bytes = trial % 2 == 0;
     const Chain chain = testing::random_chain(rng, options);
     const StrategyOutcome probe = plan_monet(chain, 0);
     const StrategyOutcome at = plan_monet(chain, probe.min_feasible_bytes);
@@ -121,6 +125,46 @@ TEST(JointPlanner, LeastFeasibleBudgetFits) {
     EXPECT_LE(probe.min_feasible_bytes, plan_dp(chain, 0).min_feasible_bytes);
     EXPECT_LE(simulate(chain, probe.plan).peak_bytes, probe.min_feasible_bytes);
   }
+}
+
+// A chain whose least-peak plan ends a segment of mixed variants (the least-peak search's own,
+// offered to the search as a choice of its own) at the last boundary where its start had any
+// option: the start was closed before the sweep that would have ended the segment there, so the
+// search found no plan at the least budget the least-peak search had promised, and planning the
+// chain below that budget crashed.
+TEST(JointPlanner, ALeastPeakSegmentThatEndsWhereItsLayersStopStillEnds) {
+  struct Variant {
+    std::int64_t out, saved, bwd_peak;
+    double fwd, bwd;
+  };
+  const std::vector<std::vector<Variant>> stages = {
+      {{0, 0, 0, 5, 11}},
+      {{0, 0, 0, 3, 6}},
+      {{0, 4, 0, 8, 20}, {1, 0, 7, 10, 25}},
+      {{1, 140, 0, 5, 9}},
+      {{1, 200, 0, 2, 3}},
+      {{0, 17, 0, 4, 7}},
+      {{0, 0, 0, 9, 23}},
+      {{0, 0, 0, 8, 22}},
+      {{145, 120, 0, 4, 7}, {151, 61, 0, 5, 8}},
+  };
+  Chain chain;
+  for (const std::vector<Variant>& variants : stages) {
+    Stage stage;
+    stage.name = "s" + std::to_string(chain.stages.size() + 1);
+    for (const Variant& v : variants) {
+      stage.variants.push_back(VariantCosts{stage.variants.empty() ? "default" : "lean", v.out,
+                                            v.saved, 0, v.bwd_peak, v.fwd, v.bwd});
+    }
+    chain.stages.push_back(std::move(stage));
+  }
+  const StrategyOutcome probe = plan_monet(chain, 0);
+  EXPECT_FALSE(probe.feasible);
+  EXPECT_EQ(probe.min_feasible_bytes, 363);
+  EXPECT_LE(simulate(chain, probe.plan).peak_bytes, probe.min_feasible_bytes);
+  const StrategyOutcome at = plan_monet(chain, probe.min_feasible_bytes);
+  ASSERT_TRUE(at.feasible);
+  EXPECT_LE(simulate(chain, at.plan).peak_bytes, probe.min_feasible_bytes);
 }
 
 // Never worse than dp or greedy at the same budget, whatever the chain, including chains whose
