@@ -10,7 +10,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <mutex>
+#include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/variant_util.h"
@@ -39,12 +42,115 @@ std::vector<std::int64_t> channel_view(const at::Tensor& x) {
 // (`weak`, their indices; undefined when there are none).
 struct KeptBatchNorm {
   at::Tensor y, mean, invstd, weak, weak_input;
+  // The backend that ran the forward (BatchNormBackend's index: 0 ATen's native kernel, 1
+  // cuDNN's), whose backward kernel the backward runs, and that kernel's reserve (0 bytes but
+  // where cuDNN asks for some).
+  std::int64_t backend = 0;
+  at::Tensor reserve;
+};
+
+// The test of weak_channels() as tensor ops on the weight's device: a bool per channel.
+at::Tensor weak_mask(const at::Tensor& weight, const at::Tensor& bias) {
+  const at::Tensor floor =
+      bias.defined() ? bias.abs().clamp_min(1.0).to(weight.scalar_type()) : at::ones_like(weight);
+  return weight.abs() < floor * kInvertibleWeight;
+}
+
+// The weak channels of the device BatchNorms' weights, cached until a weight or bias changes
+// (their version counters, which every in-place update such as an optimizer's step moves, and
+// their storage). Reading a device's test on the host waits for the device, and a wait drains
+// the queue the host keeps ahead of it: once per BatchNorm forward it idled an H200 for about a
+// tenth of a CNN's step. So a weight whose entry is stale refreshes every stale entry at once,
+// with one wait: after an optimizer step, the first output-keeping BatchNorm of the next forward
+// pays one wait for all of them, and recomputed forwards none.
+class WeakChannelCache {
+  using Impl = c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+
+ public:
+  at::Tensor lookup(const at::Tensor& weight, const at::Tensor& bias) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    Entry& entry = entries_[weight.unsafeGetTensorImpl()];
+    if (entry.weight.expired() || entry.weight.lock().get() != weight.unsafeGetTensorImpl()) {
+      entry = Entry{};
+      entry.weight = WeakImpl(weight.getIntrusivePtr());
+    }
+    entry.bias = bias.defined() ? WeakImpl(bias.getIntrusivePtr()) : WeakImpl(Impl());
+    if (!current(entry, weight, bias)) refresh(weight.device());
+    return entry.weak;
+  }
+
+ private:
+  struct Entry {
+    WeakImpl weight{Impl()};
+    WeakImpl bias{Impl()};
+    std::int64_t weight_version = -1, bias_version = -1;
+    const void* weight_data = nullptr;
+    const void* bias_data = nullptr;
+    at::Tensor weak;  // the weak channels' indices on the weight's device, or undefined
+  };
+
+  static bool current(const Entry& entry, const at::Tensor& weight, const at::Tensor& bias) {
+    return entry.weight_version == weight._version() && entry.weight_data == weight.data_ptr() &&
+           entry.bias_version == (bias.defined() ? bias._version() : -1) &&
+           entry.bias_data == (bias.defined() ? bias.data_ptr() : nullptr);
+  }
+
+  // Tests every stale entry on `device` in one batch and reads the answers with one wait; drops
+  // the entries whose weights are gone.
+  void refresh(const at::Device& device) {
+    struct Stale {
+      Entry* entry;
+      at::Tensor weight, bias;
+    };
+    std::vector<Stale> stale;
+    std::vector<at::Tensor> masks;
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      Impl w = it->second.weight.lock();
+      if (!w) {
+        it = entries_.erase(it);
+        continue;
+      }
+      at::Tensor weight(std::move(w));
+      Impl b = it->second.bias.lock();
+      at::Tensor bias = b ? at::Tensor(std::move(b)) : at::Tensor();
+      if (weight.device() == device && !current(it->second, weight, bias)) {
+        masks.push_back(weak_mask(weight, bias));
+        stale.push_back(Stale{&it->second, std::move(weight), std::move(bias)});
+      }
+      ++it;
+    }
+    if (stale.empty()) return;
+    const at::Tensor all = at::cat(masks).to(at::kCPU);  // the one wait
+    const bool* weak = all.data_ptr<bool>();
+    std::int64_t offset = 0;
+    for (Stale& s : stale) {
+      std::vector<std::int64_t> indices;
+      const std::int64_t channels = s.weight.numel();
+      for (std::int64_t c = 0; c < channels; ++c) {
+        if (weak[offset + c]) indices.push_back(c);
+      }
+      offset += channels;
+      Entry& entry = *s.entry;
+      entry.weak = indices.empty()
+                       ? at::Tensor()
+                       : at::tensor(indices, at::TensorOptions().dtype(at::kLong)).to(device);
+      entry.weight_version = s.weight._version();
+      entry.weight_data = s.weight.data_ptr();
+      entry.bias_version = s.bias.defined() ? s.bias._version() : -1;
+      entry.bias_data = s.bias.defined() ? s.bias.data_ptr() : nullptr;
+    }
+  }
+
+  std::mutex mutex_;
+  std::unordered_map<const c10::TensorImpl*, Entry> entries_;
 };
 
 // The indices of the channels whose weight is too small to invert, |w| < 1e-2 max(1, |b|), or an
 // undefined tensor when there are none (the usual case). On the CPU one pass over the vectors, with
 // no tensor made: six small ops would cost a CPU BatchNorm of a CNN's block a quarter of its
-// forward time. On CUDA the same test as tensor ops (`nonzero` waits for the device).
+// forward time. On a device, from WeakChannelCache: the test waits for the device only when a
+// weight has changed since it last ran, once for every BatchNorm whose weight has.
 at::Tensor weak_channels(const at::Tensor& weight, const at::Tensor& bias) {
   if (weight.is_cpu() && (!bias.defined() || bias.is_cpu())) {
     std::vector<std::int64_t> weak;
@@ -63,26 +169,41 @@ at::Tensor weak_channels(const at::Tensor& weight, const at::Tensor& bias) {
     if (weak.empty()) return {};
     return at::tensor(weak, at::TensorOptions().dtype(at::kLong));
   }
-  at::Tensor floor = bias.defined() ? bias.abs().clamp_min(1.0) : at::ones_like(weight);
-  at::Tensor weak = (weight.abs() < floor * kInvertibleWeight).nonzero().reshape({-1});
-  if (weak.numel() == 0) return {};
-  return weak;
+  static WeakChannelCache* const cache = new WeakChannelCache();  // never destroyed: used at exit
+  return cache->lookup(weight, bias);
 }
 
-// A training BatchNorm's output and the batch's mean and invstd, updating the running statistics,
-// by the kernel torch's batch_norm runs: cuDNN's on CUDA where cuDNN takes the input (torch's op,
-// the default mode, runs it there), ATen's native one otherwise. Both save the batch's mean and
-// invstd, which the backward kernels below take.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_training(
-    const at::Tensor& x, const c10::optional<at::Tensor>& weight,
-    const c10::optional<at::Tensor>& bias, const c10::optional<at::Tensor>& running_mean,
-    const c10::optional<at::Tensor>& running_var, double momentum, double eps) {
-  auto [y, mean, invstd, reserve, impl] =
+// A training BatchNorm's output y, the batch's mean and invstd, the backend that ran it and that
+// backend's reserve for its backward, by the kernel torch's batch_norm runs: cuDNN's on CUDA where
+// cuDNN takes the input (torch's op, the default mode, runs it there), ATen's native one
+// otherwise. Both save the batch's mean and invstd, which the backward kernels below take.
+struct TrainedBatchNorm {
+  at::Tensor y, mean, invstd, reserve;
+  std::int64_t backend = 0;
+};
+
+TrainedBatchNorm batch_norm_training(const at::Tensor& x, const c10::optional<at::Tensor>& weight,
+                                     const c10::optional<at::Tensor>& bias,
+                                     const c10::optional<at::Tensor>& running_mean,
+                                     const c10::optional<at::Tensor>& running_var, double momentum,
+                                     double eps) {
+  auto [y, mean, invstd, reserve, backend] =
       at::_batch_norm_impl_index(x, weight, bias, running_mean, running_var, /*training=*/true,
                                  momentum, eps, at::globalContext().userEnabledCuDNN());
-  (void)reserve;  // cuDNN's workspace for its own backward, which is not run
-  (void)impl;
-  return {std::move(y), std::move(mean), std::move(invstd)};
+  return {std::move(y), std::move(mean), std::move(invstd), std::move(reserve), backend};
+}
+
+// The backward kernel of the backend that ran a training BatchNorm's forward (`backend`, with its
+// `reserve`), on input z with per-channel save_mean m, save_invstd s and weight a (below). In
+// training every backend takes m and s as given, so both run the substitution below alike.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_kernel(
+    std::int64_t backend, const at::Tensor& reserve, const at::Tensor& g, const at::Tensor& z,
+    const at::Tensor& a, const at::Tensor& m, const at::Tensor& s, double eps,
+    std::array<bool, 3> wanted) {
+  return at::_batch_norm_impl_index_backward(
+      backend, z, g, a, /*running_mean=*/c10::nullopt, /*running_var=*/c10::nullopt,
+      /*save_mean=*/m, /*save_var_transform=*/s, /*train=*/true, eps, wanted,
+      reserve.defined() ? reserve : at::empty({0}, z.options().dtype(at::kByte)));
 }
 
 // Runs the BatchNorm, updating the running statistics as torch's does.
@@ -91,9 +212,14 @@ KeptBatchNorm forward_keeping_output(const at::Tensor& x, const at::Tensor& weig
                                      const c10::optional<at::Tensor>& running_mean,
                                      const c10::optional<at::Tensor>& running_var, double momentum,
                                      double eps) {
-  KeptBatchNorm kept;
-  std::tie(kept.y, kept.mean, kept.invstd) =
+  TrainedBatchNorm bn =
       batch_norm_training(x, weight, bias, running_mean, running_var, momentum, eps);
+  KeptBatchNorm kept;
+  kept.y = std::move(bn.y);
+  kept.mean = std::move(bn.mean);
+  kept.invstd = std::move(bn.invstd);
+  kept.backend = bn.backend;
+  kept.reserve = std::move(bn.reserve);
   // Channels too close to zero weight keep (only) their slice of the input.
   if (weight.defined()) {
     at::Tensor weak = weak_channels(weight, bias);
@@ -106,31 +232,32 @@ KeptBatchNorm forward_keeping_output(const at::Tensor& x, const at::Tensor& weig
 }
 
 // The gradients of the BatchNorm's input, weight and bias from `g`, the gradient of its output
-// y, by torch's own fused backward kernel, which computes, from an input z and per-channel
-// save_mean m, save_invstd s and weight a:
+// y, by the backward kernel of the backend that ran its forward (`kept.backend`: cuDNN's or ATen's
+// native one), which computes, from an input z and per-channel save_mean m, save_invstd s and
+// weight a:
 //   x_hat = (z - m) s, grad_x = a s (g - mean(g) - x_hat mean(g x_hat)),
 //   grad_weight = sum(g x_hat), grad_bias = sum(g).
 // The BatchNorm saw x_hat = (y - bias) / weight and needs grad_x = weight invstd (...): so z = y,
 // m = bias, s = 1 / weight and a = weight^2 invstd, which recovers x_hat inside the kernel's own
-// pass, with no tensor of it. Where some channels' weights are too small to invert (`weak`, their
-// indices, undefined when there are none), x_hat is built instead, from y and those channels'
-// kept input slices (`weak_input`), and handed over with m = 0, s = 1 and a = weight invstd.
-variable_list backward_from_output(const at::Tensor& g, const at::Tensor& y,
-                                   const at::Tensor& weight, const at::Tensor& bias,
-                                   const at::Tensor& mean, const at::Tensor& invstd,
-                                   const at::Tensor& weak, const at::Tensor& weak_input) {
+// pass, with no tensor of it. Where some channels' weights are too small to invert (`kept.weak`,
+// their indices, undefined when there are none), x_hat is built instead, from y and those
+// channels' kept input slices (`kept.weak_input`), and handed over with m = 0, s = 1 and
+// a = weight invstd. `eps` is the forward's (unused in training; cuDNN checks it).
+variable_list backward_from_output(const at::Tensor& g, const KeptBatchNorm& kept,
+                                   const at::Tensor& weight, const at::Tensor& bias, double eps) {
+  const at::Tensor& y = kept.y;
+  const at::Tensor& invstd = kept.invstd;
   const std::array<bool, 3> wanted{true, weight.defined(), bias.defined()};
   at::Tensor grad_x, grad_weight, grad_bias;
-  if (!weak.defined()) {
+  if (!kept.weak.defined()) {
     const at::Tensor shift = bias.defined() ? bias : at::zeros_like(invstd);
     const at::Tensor inverse = weight.defined() ? weight.reciprocal() : at::ones_like(invstd);
     const at::Tensor scale = weight.defined() ? invstd * weight * weight : invstd;
-    std::tie(grad_x, grad_weight, grad_bias) = at::native_batch_norm_backward(
-        g, y, scale, /*running_mean=*/c10::nullopt, /*running_var=*/c10::nullopt,
-        /*save_mean=*/shift, /*save_invstd=*/inverse, /*train=*/true,
-        /*eps (unused in training)=*/0.0, wanted);
+    std::tie(grad_x, grad_weight, grad_bias) = batch_norm_backward_kernel(
+        kept.backend, kept.reserve, g, y, scale, shift, inverse, eps, wanted);
   } else {
     // Weak channels exist only where there is a weight.
+    const at::Tensor& weak = kept.weak;
     const std::vector<std::int64_t> view = channel_view(y);
     const at::Tensor inverse = weight.reciprocal();
     at::Tensor x_hat = bias.defined()
@@ -139,15 +266,41 @@ variable_list backward_from_output(const at::Tensor& g, const at::Tensor& y,
     std::vector<std::int64_t> weak_view = view;
     weak_view[1] = weak.numel();
     x_hat = x_hat.index_copy(1, weak,
-                             (weak_input - mean.index_select(0, weak).view(weak_view)) *
+                             (kept.weak_input - kept.mean.index_select(0, weak).view(weak_view)) *
                                  invstd.index_select(0, weak).view(weak_view));
-    std::tie(grad_x, grad_weight, grad_bias) = at::native_batch_norm_backward(
-        g, x_hat, invstd * weight, /*running_mean=*/c10::nullopt, /*running_var=*/c10::nullopt,
-        /*save_mean=*/at::zeros_like(invstd), /*save_invstd=*/at::ones_like(invstd),
-        /*train=*/true, /*eps (unused in training)=*/0.0, wanted);
+    std::tie(grad_x, grad_weight, grad_bias) =
+        batch_norm_backward_kernel(kept.backend, kept.reserve, g, x_hat, invstd * weight,
+                                   at::zeros_like(invstd), at::ones_like(invstd), eps, wanted);
   }
   return {grad_x, weight.defined() ? grad_weight : at::Tensor(),
           bias.defined() ? grad_bias : at::Tensor()};
+}
+
+// An output-keeping BatchNorm's kept tensors in save_for_backward's order, from `first` on:
+// y, mean, invstd, weak, weak_input, reserve; its backend and eps go to saved_data under
+// `key` + "backend" and `key` + "eps".
+constexpr std::size_t kKeptTensors = 6;
+
+void save_kept(const KeptBatchNorm& kept, double eps, const std::string& key, AutogradContext* ctx,
+               variable_list* saved) {
+  saved->insert(saved->end(),
+                {kept.y, kept.mean, kept.invstd, kept.weak, kept.weak_input, kept.reserve});
+  ctx->saved_data[key + "backend"] = kept.backend;
+  ctx->saved_data[key + "eps"] = eps;
+}
+
+KeptBatchNorm load_kept(const variable_list& saved, std::size_t first, const std::string& key,
+                        AutogradContext* ctx, double* eps) {
+  KeptBatchNorm kept;
+  kept.y = saved[first];
+  kept.mean = saved[first + 1];
+  kept.invstd = saved[first + 2];
+  kept.weak = saved[first + 3];
+  kept.weak_input = saved[first + 4];
+  kept.reserve = saved[first + 5];
+  kept.backend = ctx->saved_data[key + "backend"].toInt();
+  *eps = ctx->saved_data[key + "eps"].toDouble();
+  return kept;
 }
 
 struct OutputKeepingBatchNorm : torch::autograd::Function<OutputKeepingBatchNorm> {
@@ -166,20 +319,21 @@ struct OutputKeepingBatchNorm : torch::autograd::Function<OutputKeepingBatchNorm
     // Unfused, y is this node's output, which save_for_backward holds without a reference cycle;
     // fused, y is the output before the ReLU. Saved tensors, unlike saved_data, are released
     // when this node's backward has run.
-    ctx->save_for_backward(
-        {kept.y, weight, bias, kept.mean, kept.invstd, kept.weak, kept.weak_input});
+    variable_list saved{weight, bias};
+    save_kept(kept, eps, "", ctx, &saved);
+    ctx->save_for_backward(saved);
     ctx->saved_data["fuse_relu"] = fuse_relu;
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& y = saved[0];
+    double eps = 0;
+    const KeptBatchNorm kept = load_kept(saved, 2, "", ctx, &eps);
     at::Tensor g = grads[0];
     // The ReLU's backward as torch computes it: grad where its output is > 0, else 0.
-    if (ctx->saved_data["fuse_relu"].toBool()) g = at::threshold_backward(g, y, 0);
-    variable_list out =
-        backward_from_output(g, y, saved[1], saved[2], saved[3], saved[4], saved[5], saved[6]);
+    if (ctx->saved_data["fuse_relu"].toBool()) g = at::threshold_backward(g, kept.y, 0);
+    variable_list out = backward_from_output(g, kept, saved[0], saved[1], eps);
     out.resize(8);  // nothing for the running statistics, momentum, eps and fuse_relu
     return out;
   }
@@ -211,24 +365,27 @@ struct ConvShape {
 };
 
 // What conv2d(relu(batch_norm(x))) keeps in both fused ops, in save_for_backward's order from 0:
-// the BatchNorm's weight, bias, mean, invstd, the convolution's weight, y (the BatchNorm's output
-// before the ReLU), and the weak channels and their input slices.
-constexpr std::size_t kBatchNormReLUConvSaved = 8;
+// the BatchNorm's weight and bias, the convolution's weight, then the BatchNorm's kept tensors
+// (save_kept's, from y, its output before the ReLU).
+constexpr std::size_t kConvWeight = 2, kKeptFirst = 3;
+constexpr std::size_t kBatchNormReLUConvSaved = kKeptFirst + kKeptTensors;
 
 // The forward both fused ops begin with: the output-keeping BatchNorm, then the convolution of
 // relu(y). `saved` gets what they keep for the backward, kBatchNormReLUConvSaved tensors in the
-// order above; returns the convolution's output.
+// order above, and `ctx` its backend and eps; returns the convolution's output.
 at::Tensor batch_norm_relu_conv_forward(const at::Tensor& x, const at::Tensor& weight,
                                         const at::Tensor& bias,
                                         const c10::optional<at::Tensor>& running_mean,
                                         const c10::optional<at::Tensor>& running_var,
                                         double momentum, double eps, const at::Tensor& conv_weight,
                                         const c10::optional<at::Tensor>& conv_bias,
-                                        const ConvShape& shape, variable_list* saved) {
+                                        const ConvShape& shape, AutogradContext* ctx,
+                                        variable_list* saved) {
   KeptBatchNorm kept =
       forward_keeping_output(x, weight, bias, running_mean, running_var, momentum, eps);
   at::Tensor out = shape.convolution(at::relu(kept.y), conv_weight, conv_bias);
-  *saved = {weight, bias, kept.mean, kept.invstd, conv_weight, kept.y, kept.weak, kept.weak_input};
+  *saved = {weight, bias, conv_weight};
+  save_kept(kept, eps, "", ctx, saved);
   return out;
 }
 
@@ -238,9 +395,11 @@ at::Tensor batch_norm_relu_conv_forward(const at::Tensor& x, const at::Tensor& w
 // has run. Returns the gradients of {x, weight, bias, conv weight, conv bias}.
 std::array<at::Tensor, 5> batch_norm_relu_conv_backward(at::Tensor grad_out, at::Tensor input,
                                                         const variable_list& saved,
-                                                        const ConvShape& shape) {
-  const at::Tensor& conv_weight = saved[4];
-  const at::Tensor& y = saved[5];
+                                                        const ConvShape& shape,
+                                                        AutogradContext* ctx) {
+  const at::Tensor& conv_weight = saved[kConvWeight];
+  double eps = 0;
+  const KeptBatchNorm kept = load_kept(saved, kKeptFirst, "", ctx, &eps);
   const std::vector<std::int64_t> bias_sizes{conv_weight.size(0)};
   at::Tensor grad_input, grad_conv_weight, grad_conv_bias;
   std::tie(grad_input, grad_conv_weight, grad_conv_bias) = at::convolution_backward(
@@ -250,10 +409,9 @@ std::array<at::Tensor, 5> batch_norm_relu_conv_backward(at::Tensor grad_out, at:
       {true, conv_weight.requires_grad(), shape.has_bias});
   grad_out = at::Tensor();
   input = at::Tensor();
-  const at::Tensor g = at::threshold_backward(grad_input, y, 0);
+  const at::Tensor g = at::threshold_backward(grad_input, kept.y, 0);
   grad_input = at::Tensor();
-  const variable_list bn =
-      backward_from_output(g, y, saved[0], saved[1], saved[2], saved[3], saved[6], saved[7]);
+  const variable_list bn = backward_from_output(g, kept, saved[0], saved[1], eps);
   return {bn[0], bn[1], bn[2], grad_conv_weight, grad_conv_bias};
 }
 
@@ -277,7 +435,7 @@ struct BatchNormReLUConvolution : torch::autograd::Function<BatchNormReLUConvolu
     variable_list saved;
     at::Tensor out =
         batch_norm_relu_conv_forward(x, weight, bias, running_mean, running_var, momentum, eps,
-                                     conv_weight, conv_bias, shape, &saved);
+                                     conv_weight, conv_bias, shape, ctx, &saved);
     // Saved tensors, unlike saved_data, are released when this node's backward has run.
     ctx->save_for_backward(saved);
     shape.save(ctx);
@@ -287,8 +445,8 @@ struct BatchNormReLUConvolution : torch::autograd::Function<BatchNormReLUConvolu
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     // The convolution's input, recomputed.
-    const std::array<at::Tensor, 5> g =
-        batch_norm_relu_conv_backward(grads[0], at::relu(saved[5]), saved, ConvShape::load(ctx));
+    const std::array<at::Tensor, 5> g = batch_norm_relu_conv_backward(
+        grads[0], at::relu(saved[kKeptFirst]), saved, ConvShape::load(ctx), ctx);
     variable_list out = {g[0], g[1], g[2]};
     out.resize(13);  // nothing for the statistics, momentum, eps and the convolution's shape
     out[7] = g[3];
@@ -321,18 +479,19 @@ struct BatchNormReLUConvolutionBatchNorm
     variable_list saved;
     const at::Tensor c =
         batch_norm_relu_conv_forward(x, weight, bias, running_mean, running_var, momentum, eps,
-                                     conv_weight, conv_bias, shape, &saved);
-    at::Tensor out, mean2, invstd2;
-    std::tie(out, mean2, invstd2) = batch_norm_training(c, weight2_arg, bias2_arg, running_mean2,
-                                                        running_var2, momentum2, eps2);
+                                     conv_weight, conv_bias, shape, ctx, &saved);
+    TrainedBatchNorm bn2 = batch_norm_training(c, weight2_arg, bias2_arg, running_mean2,
+                                               running_var2, momentum2, eps2);
     // Saved tensors, unlike saved_data, are released when this node's backward has run: those of
     // BatchNormReLUConvolution first (kBatchNormReLUConvSaved), then the second BatchNorm's.
-    saved.insert(saved.end(), {weight2_arg.value_or(at::Tensor()), bias2_arg.value_or(at::Tensor()),
-                               mean2, invstd2, conv_bias.value_or(at::Tensor())});
+    saved.insert(saved.end(),
+                 {weight2_arg.value_or(at::Tensor()), bias2_arg.value_or(at::Tensor()), bn2.mean,
+                  bn2.invstd, conv_bias.value_or(at::Tensor()), bn2.reserve});
     ctx->save_for_backward(saved);
     shape.save(ctx);
     ctx->saved_data["eps2"] = eps2;
-    return out;
+    ctx->saved_data["backend2"] = bn2.backend;
+    return bn2.y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -341,18 +500,20 @@ struct BatchNormReLUConvolutionBatchNorm
     const at::Tensor& weight2 = saved[k];
     const at::Tensor& bias2 = saved[k + 1];
     const ConvShape shape = ConvShape::load(ctx);
-    at::Tensor input = at::relu(saved[5]);  // the convolution's input, recomputed
+    // The convolution's input, recomputed.
+    at::Tensor input = at::relu(saved[kKeptFirst]);
     at::Tensor grad_c, grad_weight2, grad_bias2;
     {
-      // The convolution's output, recomputed: the second BatchNorm's input.
-      const at::Tensor c = shape.convolution(input, saved[4], saved[k + 4]);
-      std::tie(grad_c, grad_weight2, grad_bias2) = at::native_batch_norm_backward(
-          grads[0], c, weight2, /*running_mean=*/c10::nullopt, /*running_var=*/c10::nullopt,
-          saved[k + 2], saved[k + 3], /*train=*/true, ctx->saved_data["eps2"].toDouble(),
+      // The convolution's output, recomputed: the second BatchNorm's input, whose backward is
+      // that of the backend that ran its forward.
+      const at::Tensor c = shape.convolution(input, saved[kConvWeight], saved[k + 4]);
+      std::tie(grad_c, grad_weight2, grad_bias2) = batch_norm_backward_kernel(
+          ctx->saved_data["backend2"].toInt(), saved[k + 5], grads[0], c, weight2, saved[k + 2],
+          saved[k + 3], ctx->saved_data["eps2"].toDouble(),
           {true, weight2.defined(), bias2.defined()});
     }
     const std::array<at::Tensor, 5> g =
-        batch_norm_relu_conv_backward(std::move(grad_c), std::move(input), saved, shape);
+        batch_norm_relu_conv_backward(std::move(grad_c), std::move(input), saved, shape, ctx);
     variable_list out = {g[0], g[1], g[2]};
     out.resize(19);  // nothing for the statistics, momenta, eps and the convolution's shape
     out[7] = g[3];

@@ -163,6 +163,39 @@ TEST_F(OpsCudaTest, BatchNormAndBatchNormReluMatchTorchsCudaOps) {
   }
 }
 
+// On a device the channels whose weights are too small to invert are found once per change of
+// the weights (kernels/batch_norm.cc, WeakChannelCache), not at every call: a weight zeroed in
+// place after a call, as an optimizer's step changes it, must be seen at the next call (with a
+// stale answer its channel's gradients would be NaN), and one made large again likewise.
+TEST_F(OpsCudaTest, BatchNormSeesWeightsChangedInPlaceBetweenCalls) {
+  for (bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "batch_norm_relu" : "batch_norm");
+    BatchNormCuda bn = batch_norm_case(f32(), 8);
+    const Op op = [&](const Inputs& in) {
+      auto f = fused ? ops::batch_norm_relu : ops::batch_norm;
+      return f(in[0], in[1], in[2], bn.mean_mine, bn.var_mine, true, 0.1, 1e-5);
+    };
+    const Op ref = [&](const Inputs& in) {
+      const torch::Tensor y =
+          torch::batch_norm(in[0], in[1], in[2], bn.mean_ref, bn.var_ref, true, 0.1, 1e-5, false);
+      return fused ? torch::relu(y) : y;
+    };
+    expect_matches(op, ref, {bn.x, bn.weight, bn.bias}, 1e-4);
+    {
+      torch::NoGradGuard no_grad;
+      bn.weight[2].zero_();      // a zero-initialized residual BatchNorm's
+      bn.weight[5].fill_(1e-4);  // too small to invert
+    }
+    expect_matches(op, ref, {bn.x, bn.weight, bn.bias}, 1e-4);
+    {
+      torch::NoGradGuard no_grad;
+      bn.weight[2].fill_(1.5);
+      bn.weight[5].fill_(-2.0);
+    }
+    expect_matches(op, ref, {bn.x, bn.weight, bn.bias}, 1e-4);
+  }
+}
+
 TEST_F(OpsCudaTest, BatchNormRunningStatisticsMoveOnceACall) {
   BatchNormCuda bn = batch_norm_case(f32(), 8);
   {
