@@ -146,20 +146,28 @@ BatchNormCuda batch_norm_case(const torch::TensorOptions& options, std::int64_t 
           var.clone()};
 }
 
+// ops::batch_norm (`fused`: batch_norm_relu) on `bn`'s own running statistics, and torch's op
+// on the reference's.
+Op batch_norm_op(BatchNormCuda& bn, bool fused) {
+  return [&bn, fused](const Inputs& in) {
+    auto f = fused ? ops::batch_norm_relu : ops::batch_norm;
+    return f(in[0], in[1], in[2], bn.mean_mine, bn.var_mine, true, 0.1, 1e-5);
+  };
+}
+Op batch_norm_reference(BatchNormCuda& bn, bool fused) {
+  return [&bn, fused](const Inputs& in) {
+    const torch::Tensor y =
+        torch::batch_norm(in[0], in[1], in[2], bn.mean_ref, bn.var_ref, true, 0.1, 1e-5, false);
+    return fused ? torch::relu(y) : y;
+  };
+}
+
 TEST_F(OpsCudaTest, BatchNormAndBatchNormReluMatchTorchsCudaOps) {
   for (bool fused : {false, true}) {
     SCOPED_TRACE(fused ? "batch_norm_relu" : "batch_norm");
     BatchNormCuda bn = batch_norm_case(f32(), 16);
-    const Op op = [&](const Inputs& in) {
-      auto f = fused ? ops::batch_norm_relu : ops::batch_norm;
-      return f(in[0], in[1], in[2], bn.mean_mine, bn.var_mine, true, 0.1, 1e-5);
-    };
-    const Op ref = [&](const Inputs& in) {
-      const torch::Tensor y =
-          torch::batch_norm(in[0], in[1], in[2], bn.mean_ref, bn.var_ref, true, 0.1, 1e-5, false);
-      return fused ? torch::relu(y) : y;
-    };
-    expect_matches(op, ref, {bn.x, bn.weight, bn.bias}, 1e-4);
+    expect_matches(batch_norm_op(bn, fused), batch_norm_reference(bn, fused),
+                   {bn.x, bn.weight, bn.bias}, 1e-4);
   }
 }
 
@@ -171,15 +179,8 @@ TEST_F(OpsCudaTest, BatchNormSeesWeightsChangedInPlaceBetweenCalls) {
   for (bool fused : {false, true}) {
     SCOPED_TRACE(fused ? "batch_norm_relu" : "batch_norm");
     BatchNormCuda bn = batch_norm_case(f32(), 8);
-    const Op op = [&](const Inputs& in) {
-      auto f = fused ? ops::batch_norm_relu : ops::batch_norm;
-      return f(in[0], in[1], in[2], bn.mean_mine, bn.var_mine, true, 0.1, 1e-5);
-    };
-    const Op ref = [&](const Inputs& in) {
-      const torch::Tensor y =
-          torch::batch_norm(in[0], in[1], in[2], bn.mean_ref, bn.var_ref, true, 0.1, 1e-5, false);
-      return fused ? torch::relu(y) : y;
-    };
+    const Op op = batch_norm_op(bn, fused);
+    const Op ref = batch_norm_reference(bn, fused);
     expect_matches(op, ref, {bn.x, bn.weight, bn.bias}, 1e-4);
     {
       torch::NoGradGuard no_grad;
