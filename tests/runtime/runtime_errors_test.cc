@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "allocator/device_pools.h"
 #include "monet/errors.h"
@@ -81,6 +82,55 @@ TEST(RuntimeErrors, ABatchThatRunsOutOfMemoryRunsAgainWithTheSameResult) {
   std::vector<torch::Tensor> got;
   for (const auto& p : model->parameters()) got.push_back(p.grad().clone());
   EXPECT_LE(worst_relative_difference(got, expected), 1e-6);
+  pools::cpu().set_budget_bytes(0);
+}
+
+// A batch that runs again after running out of memory starts from the gradients it found: those
+// that held values (accumulation over batches) get the batch's gradients added once, those zeroed
+// (zero_grad without set_to_none) get them alone, and those undefined become them.
+TEST(RuntimeErrors, ARetriedBatchAddsToTheGradientsItFoundOnce) {
+  install();
+  auto w = testing::small_transformer(64);
+  auto reference = w->make_model(4);
+  auto model = w->make_model(4);
+  const auto b = w->batch(5, 0);
+  const auto expected = plain_gradients(reference, *w, b, 9);
+
+  // Before the step: every third parameter's gradient holds values, every third is zero, and the
+  // rest have none.
+  std::vector<torch::Tensor> found;
+  {
+    torch::NoGradGuard no_grad;
+    int k = 0;
+    for (auto& p : model->parameters()) {
+      if (k % 3 == 0) p.mutable_grad() = torch::full_like(p, 0.25);
+      if (k % 3 == 1) p.mutable_grad() = torch::zeros_like(p);
+      found.push_back(k % 3 == 0 ? torch::full_like(p, 0.25) : torch::zeros_like(p));
+      ++k;
+    }
+  }
+  Options o;
+  o.budget_bytes = 64 << 20;
+  Runtime rt(model, o);
+  int calls = 0;
+  const auto loss = [&](const torch::Tensor& out) {
+    if (torch::GradMode::is_enabled()) ++calls;
+    torch::Tensor hog;
+    if (calls == 2) hog = torch::empty({64 << 20}, torch::kByte);
+    return w->loss(out, b);
+  };
+  torch::manual_seed(9);
+  rt.step(b.input, loss);
+  ASSERT_EQ(rt.last_step().retries, 1);
+  std::vector<torch::Tensor> got, want;
+  std::size_t i = 0;
+  for (const auto& p : model->parameters()) {
+    ASSERT_TRUE(p.grad().defined());
+    got.push_back(p.grad().clone());
+    want.push_back(found[i] + expected[i]);
+    ++i;
+  }
+  EXPECT_LE(worst_relative_difference(got, want), 1e-6);
   pools::cpu().set_budget_bytes(0);
 }
 
