@@ -10,13 +10,12 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <mutex>
 #include <string>
 #include <tuple>
-#include <unordered_map>
 #include <vector>
 
 #include "kernels/variant_util.h"
+#include "kernels/weak_channels.h"
 #include "monet/ops.h"
 
 namespace monet::ops {
@@ -24,11 +23,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// y = x_hat * w + b is rounded once: recovering x_hat costs an absolute error of about
-// eps * (2 |x_hat| + |b / w|). Channels whose |w| is under this share of max(1, |b|) keep their
-// input slice instead (a ResNet's zero-initialized last BatchNorm is such a case).
-constexpr double kInvertibleWeight = 1e-2;
 
 // Sizes that broadcast a per-channel vector against x: [1, C, 1, ...].
 std::vector<std::int64_t> channel_view(const at::Tensor& x) {
@@ -48,130 +42,6 @@ struct KeptBatchNorm {
   std::int64_t backend = 0;
   at::Tensor reserve;
 };
-
-// The test of weak_channels() as tensor ops on the weight's device: a bool per channel.
-at::Tensor weak_mask(const at::Tensor& weight, const at::Tensor& bias) {
-  const at::Tensor floor =
-      bias.defined() ? bias.abs().clamp_min(1.0).to(weight.scalar_type()) : at::ones_like(weight);
-  return weight.abs() < floor * kInvertibleWeight;
-}
-
-// The weak channels of the device BatchNorms' weights, cached until a weight or bias changes
-// (their version counters, which every in-place update such as an optimizer's step moves, and
-// their storage). Reading a device's test on the host waits for the device, and a wait drains
-// the queue the host keeps ahead of it: once per BatchNorm forward it idled an H200 for about a
-// tenth of a CNN's step. So a weight whose entry is stale refreshes every stale entry at once,
-// with one wait: after an optimizer step, the first output-keeping BatchNorm of the next forward
-// pays one wait for all of them, and recomputed forwards none.
-class WeakChannelCache {
-  using Impl = c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
-  using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
-
- public:
-  at::Tensor lookup(const at::Tensor& weight, const at::Tensor& bias) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    Entry& entry = entries_[weight.unsafeGetTensorImpl()];
-    if (entry.weight.expired() || entry.weight.lock().get() != weight.unsafeGetTensorImpl()) {
-      entry = Entry{};
-      entry.weight = WeakImpl(weight.getIntrusivePtr());
-    }
-    entry.bias = bias.defined() ? WeakImpl(bias.getIntrusivePtr()) : WeakImpl(Impl());
-    if (!current(entry, weight, bias)) refresh(weight.device());
-    return entry.weak;
-  }
-
- private:
-  struct Entry {
-    WeakImpl weight{Impl()};
-    WeakImpl bias{Impl()};
-    std::int64_t weight_version = -1, bias_version = -1;
-    const void* weight_data = nullptr;
-    const void* bias_data = nullptr;
-    at::Tensor weak;  // the weak channels' indices on the weight's device, or undefined
-  };
-
-  static bool current(const Entry& entry, const at::Tensor& weight, const at::Tensor& bias) {
-    return entry.weight_version == weight._version() && entry.weight_data == weight.data_ptr() &&
-           entry.bias_version == (bias.defined() ? bias._version() : -1) &&
-           entry.bias_data == (bias.defined() ? bias.data_ptr() : nullptr);
-  }
-
-  // Tests every stale entry on `device` in one batch and reads the answers with one wait; drops
-  // the entries whose weights are gone.
-  void refresh(const at::Device& device) {
-    struct Stale {
-      Entry* entry;
-      at::Tensor weight, bias;
-    };
-    std::vector<Stale> stale;
-    std::vector<at::Tensor> masks;
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      Impl w = it->second.weight.lock();
-      if (!w) {
-        it = entries_.erase(it);
-        continue;
-      }
-      at::Tensor weight(std::move(w));
-      Impl b = it->second.bias.lock();
-      at::Tensor bias = b ? at::Tensor(std::move(b)) : at::Tensor();
-      if (weight.device() == device && !current(it->second, weight, bias)) {
-        masks.push_back(weak_mask(weight, bias));
-        stale.push_back(Stale{&it->second, std::move(weight), std::move(bias)});
-      }
-      ++it;
-    }
-    if (stale.empty()) return;
-    const at::Tensor all = at::cat(masks).to(at::kCPU);  // the one wait
-    const bool* weak = all.data_ptr<bool>();
-    std::int64_t offset = 0;
-    for (Stale& s : stale) {
-      std::vector<std::int64_t> indices;
-      const std::int64_t channels = s.weight.numel();
-      for (std::int64_t c = 0; c < channels; ++c) {
-        if (weak[offset + c]) indices.push_back(c);
-      }
-      offset += channels;
-      Entry& entry = *s.entry;
-      entry.weak = indices.empty()
-                       ? at::Tensor()
-                       : at::tensor(indices, at::TensorOptions().dtype(at::kLong)).to(device);
-      entry.weight_version = s.weight._version();
-      entry.weight_data = s.weight.data_ptr();
-      entry.bias_version = s.bias.defined() ? s.bias._version() : -1;
-      entry.bias_data = s.bias.defined() ? s.bias.data_ptr() : nullptr;
-    }
-  }
-
-  std::mutex mutex_;
-  std::unordered_map<const c10::TensorImpl*, Entry> entries_;
-};
-
-// The indices of the channels whose weight is too small to invert, |w| < 1e-2 max(1, |b|), or an
-// undefined tensor when there are none (the usual case). On the CPU one pass over the vectors, with
-// no tensor made: six small ops would cost a CPU BatchNorm of a CNN's block a quarter of its
-// forward time. On a device, from WeakChannelCache: the test waits for the device only when a
-// weight has changed since it last ran, once for every BatchNorm whose weight has.
-at::Tensor weak_channels(const at::Tensor& weight, const at::Tensor& bias) {
-  if (weight.is_cpu() && (!bias.defined() || bias.is_cpu())) {
-    std::vector<std::int64_t> weak;
-    AT_DISPATCH_FLOATING_TYPES_AND2(
-        at::kHalf, at::kBFloat16, weight.scalar_type(), "monet_weak_channels", [&] {
-          const at::Tensor w = weight.contiguous();
-          const at::Tensor b = bias.defined() ? bias.contiguous().to(weight.scalar_type()) : bias;
-          const scalar_t* wp = w.data_ptr<scalar_t>();
-          const scalar_t* bp = b.defined() ? b.data_ptr<scalar_t>() : nullptr;
-          for (std::int64_t c = 0; c < w.numel(); ++c) {
-            const double floor =
-                bp != nullptr ? std::max(1.0, std::abs(static_cast<double>(bp[c]))) : 1.0;
-            if (std::abs(static_cast<double>(wp[c])) < floor * kInvertibleWeight) weak.push_back(c);
-          }
-        });
-    if (weak.empty()) return {};
-    return at::tensor(weak, at::TensorOptions().dtype(at::kLong));
-  }
-  static WeakChannelCache* const cache = new WeakChannelCache();  // never destroyed: used at exit
-  return cache->lookup(weight, bias);
-}
 
 // A training BatchNorm's output y, the batch's mean and invstd, the backend that ran it and that
 // backend's reserve for its backward, by the kernel torch's batch_norm runs: cuDNN's on CUDA where
@@ -222,7 +92,7 @@ KeptBatchNorm forward_keeping_output(const at::Tensor& x, const at::Tensor& weig
   kept.reserve = std::move(bn.reserve);
   // Channels too close to zero weight keep (only) their slice of the input.
   if (weight.defined()) {
-    at::Tensor weak = weak_channels(weight, bias);
+    at::Tensor weak = kernels::weak_channels(weight, bias);
     if (weak.defined()) {
       kept.weak = weak;
       kept.weak_input = x.index_select(1, weak);
