@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "allocator/device_pools.h"
@@ -55,46 +57,61 @@ TEST(RuntimeErrors, BudgetBelowTheLeastFeasibleNamesItBeforeAnyStepIsLost) {
   pools::cpu().set_budget_bytes(0);
 }
 
-TEST(RuntimeErrors, ABatchThatRunsOutOfMemoryRunsAgainWithTheSameResult) {
-  install();
-  auto w = testing::small_transformer(64);
-  auto reference = w->make_model(4);
-  auto model = w->make_model(4);
-  const auto b = w->batch(5, 0);
-  const auto expected = plain_gradients(reference, *w, b, 9);
-
+// The retries of one step of `model` on `b` under a 64 MiB budget (the step's own and the
+// runtime's count), with a loss that, the first time it runs with grad outside the measurement
+// pass (whose one run with grad comes first), holds a buffer the plan knows nothing of and that
+// does not fit: the batch runs out of memory once and runs again. Seeded with 9.
+std::pair<int, std::int64_t> step_out_of_memory_once(torch::nn::Sequential& model,
+                                                     const workloads::Workload& w,
+                                                     const workloads::Batch& b) {
   Options o;
   o.budget_bytes = 64 << 20;
   Runtime rt(model, o);
-  // A loss that, the first time it runs with grad outside the measurement pass (whose one run
-  // with grad comes first), holds a buffer the plan knows nothing of and that does not fit.
   int calls = 0;
   const auto loss = [&](const torch::Tensor& out) {
     if (torch::GradMode::is_enabled()) ++calls;
     torch::Tensor hog;
     if (calls == 2) hog = torch::empty({64 << 20}, torch::kByte);
-    return w->loss(out, b);
+    return w.loss(out, b);
   };
   torch::manual_seed(9);
   rt.step(b.input, loss);
-  EXPECT_EQ(rt.last_step().retries, 1);
-  EXPECT_EQ(rt.stats().retries, 1);
-  std::vector<torch::Tensor> got;
-  for (const auto& p : model->parameters()) got.push_back(p.grad().clone());
-  EXPECT_LE(worst_relative_difference(got, expected), 1e-6);
   pools::cpu().set_budget_bytes(0);
+  return {rt.last_step().retries, rt.stats().retries};
+}
+
+// The small transformer, a model of it for monet, a batch, and a plain step's gradients on that
+// batch from a model made alike (seeded with 9).
+struct RetryCase {
+  bool installed = (install(), true);  // monet serves the tensors, before any is made
+  std::unique_ptr<workloads::Workload> w = testing::small_transformer(64);
+  torch::nn::Sequential model = w->make_model(4);
+  workloads::Batch b = w->batch(5, 0);
+  std::vector<torch::Tensor> expected = plain_gradients_of_fresh_model(*w, b);
+
+  static std::vector<torch::Tensor> plain_gradients_of_fresh_model(const workloads::Workload& w,
+                                                                   const workloads::Batch& b) {
+    auto reference = w.make_model(4);
+    return plain_gradients(reference, w, b, 9);
+  }
+};
+
+TEST(RuntimeErrors, ABatchThatRunsOutOfMemoryRunsAgainWithTheSameResult) {
+  RetryCase c;
+
+  const auto [retries, all_retries] = step_out_of_memory_once(c.model, *c.w, c.b);
+  EXPECT_EQ(retries, 1);
+  EXPECT_EQ(all_retries, 1);
+  std::vector<torch::Tensor> got;
+  for (const auto& p : c.model->parameters()) got.push_back(p.grad().clone());
+  EXPECT_LE(worst_relative_difference(got, c.expected), 1e-6);
 }
 
 // A batch that runs again after running out of memory starts from the gradients it found: those
 // that held values (accumulation over batches) get the batch's gradients added once, those zeroed
 // (zero_grad without set_to_none) get them alone, and those undefined become them.
 TEST(RuntimeErrors, ARetriedBatchAddsToTheGradientsItFoundOnce) {
-  install();
-  auto w = testing::small_transformer(64);
-  auto reference = w->make_model(4);
-  auto model = w->make_model(4);
-  const auto b = w->batch(5, 0);
-  const auto expected = plain_gradients(reference, *w, b, 9);
+  RetryCase c;
 
   // Before the step: every third parameter's gradient holds values, every third is zero, and the
   // rest have none.
@@ -102,36 +119,23 @@ TEST(RuntimeErrors, ARetriedBatchAddsToTheGradientsItFoundOnce) {
   {
     torch::NoGradGuard no_grad;
     int k = 0;
-    for (auto& p : model->parameters()) {
+    for (auto& p : c.model->parameters()) {
       if (k % 3 == 0) p.mutable_grad() = torch::full_like(p, 0.25);
       if (k % 3 == 1) p.mutable_grad() = torch::zeros_like(p);
       found.push_back(k % 3 == 0 ? torch::full_like(p, 0.25) : torch::zeros_like(p));
       ++k;
     }
   }
-  Options o;
-  o.budget_bytes = 64 << 20;
-  Runtime rt(model, o);
-  int calls = 0;
-  const auto loss = [&](const torch::Tensor& out) {
-    if (torch::GradMode::is_enabled()) ++calls;
-    torch::Tensor hog;
-    if (calls == 2) hog = torch::empty({64 << 20}, torch::kByte);
-    return w->loss(out, b);
-  };
-  torch::manual_seed(9);
-  rt.step(b.input, loss);
-  ASSERT_EQ(rt.last_step().retries, 1);
+  ASSERT_EQ(step_out_of_memory_once(c.model, *c.w, c.b).first, 1);
   std::vector<torch::Tensor> got, want;
   std::size_t i = 0;
-  for (const auto& p : model->parameters()) {
+  for (const auto& p : c.model->parameters()) {
     ASSERT_TRUE(p.grad().defined());
     got.push_back(p.grad().clone());
-    want.push_back(found[i] + expected[i]);
+    want.push_back(found[i] + c.expected[i]);
     ++i;
   }
   EXPECT_LE(worst_relative_difference(got, want), 1e-6);
-  pools::cpu().set_budget_bytes(0);
 }
 
 // The workload's loss on `b`, but one that, while `*hogs` is above 0, holds `bytes` in each run
