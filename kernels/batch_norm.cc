@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <string>
 #include <tuple>
 #include <vector>
 
@@ -31,27 +30,24 @@ std::vector<std::int64_t> channel_view(const at::Tensor& x) {
   return sizes;
 }
 
-// What an output-keeping BatchNorm keeps: its output y (before any ReLU), the per-channel batch
-// mean and invstd, and the input slices of the channels whose weight is too small to invert
-// (`weak`, their indices; undefined when there are none).
-struct KeptBatchNorm {
-  at::Tensor y, mean, invstd, weak, weak_input;
-  // The backend that ran the forward (BatchNormBackend's index: 0 ATen's native kernel, 1
-  // cuDNN's), whose backward kernel the backward runs, and that kernel's reserve (0 bytes but
-  // where cuDNN asks for some).
-  std::int64_t backend = 0;
-  at::Tensor reserve;
-};
-
-// A training BatchNorm's output y, the batch's mean and invstd, the backend that ran it and that
-// backend's reserve for its backward, by the kernel torch's batch_norm runs: cuDNN's on CUDA where
-// cuDNN takes the input (torch's op, the default mode, runs it there), ATen's native one
-// otherwise. Both save the batch's mean and invstd, which the backward kernels below take.
+// A training BatchNorm's output y and the batch's mean and invstd, with the backend that ran it
+// (BatchNormBackend's index: 0 ATen's native kernel, 1 cuDNN's), whose backward kernel the
+// backward runs, and that kernel's reserve (0 bytes but where cuDNN asks for some).
 struct TrainedBatchNorm {
   at::Tensor y, mean, invstd, reserve;
   std::int64_t backend = 0;
 };
 
+// What an output-keeping BatchNorm keeps: its output y (before any ReLU), the per-channel batch
+// mean and invstd, the backend's reserve, and the input slices of the channels whose weight is
+// too small to invert (`weak`, their indices; undefined when there are none).
+struct KeptBatchNorm : TrainedBatchNorm {
+  at::Tensor weak, weak_input;
+};
+
+// Runs the kernel torch's batch_norm runs, updating the running statistics: cuDNN's on CUDA where
+// cuDNN takes the input (torch's op, the default mode, runs it there), ATen's native one
+// otherwise. Both save the batch's mean and invstd, which the backward kernels below take.
 TrainedBatchNorm batch_norm_training(const at::Tensor& x, const c10::optional<at::Tensor>& weight,
                                      const c10::optional<at::Tensor>& bias,
                                      const c10::optional<at::Tensor>& running_mean,
@@ -82,14 +78,8 @@ KeptBatchNorm forward_keeping_output(const at::Tensor& x, const at::Tensor& weig
                                      const c10::optional<at::Tensor>& running_mean,
                                      const c10::optional<at::Tensor>& running_var, double momentum,
                                      double eps) {
-  TrainedBatchNorm bn =
-      batch_norm_training(x, weight, bias, running_mean, running_var, momentum, eps);
-  KeptBatchNorm kept;
-  kept.y = std::move(bn.y);
-  kept.mean = std::move(bn.mean);
-  kept.invstd = std::move(bn.invstd);
-  kept.backend = bn.backend;
-  kept.reserve = std::move(bn.reserve);
+  KeptBatchNorm kept{
+      {batch_norm_training(x, weight, bias, running_mean, running_var, momentum, eps)}, {}, {}};
   // Channels too close to zero weight keep (only) their slice of the input.
   if (weight.defined()) {
     at::Tensor weak = kernels::weak_channels(weight, bias);
@@ -147,20 +137,18 @@ variable_list backward_from_output(const at::Tensor& g, const KeptBatchNorm& kep
 }
 
 // An output-keeping BatchNorm's kept tensors in save_for_backward's order, from `first` on:
-// y, mean, invstd, weak, weak_input, reserve; its backend and eps go to saved_data under
-// `key` + "backend" and `key` + "eps".
+// y, mean, invstd, weak, weak_input, reserve; its backend and eps go to saved_data.
 constexpr std::size_t kKeptTensors = 6;
 
-void save_kept(const KeptBatchNorm& kept, double eps, const std::string& key, AutogradContext* ctx,
-               variable_list* saved) {
+void save_kept(const KeptBatchNorm& kept, double eps, AutogradContext* ctx, variable_list* saved) {
   saved->insert(saved->end(),
                 {kept.y, kept.mean, kept.invstd, kept.weak, kept.weak_input, kept.reserve});
-  ctx->saved_data[key + "backend"] = kept.backend;
-  ctx->saved_data[key + "eps"] = eps;
+  ctx->saved_data["backend"] = kept.backend;
+  ctx->saved_data["eps"] = eps;
 }
 
-KeptBatchNorm load_kept(const variable_list& saved, std::size_t first, const std::string& key,
-                        AutogradContext* ctx, double* eps) {
+KeptBatchNorm load_kept(const variable_list& saved, std::size_t first, AutogradContext* ctx,
+                        double* eps) {
   KeptBatchNorm kept;
   kept.y = saved[first];
   kept.mean = saved[first + 1];
@@ -168,8 +156,8 @@ KeptBatchNorm load_kept(const variable_list& saved, std::size_t first, const std
   kept.weak = saved[first + 3];
   kept.weak_input = saved[first + 4];
   kept.reserve = saved[first + 5];
-  kept.backend = ctx->saved_data[key + "backend"].toInt();
-  *eps = ctx->saved_data[key + "eps"].toDouble();
+  kept.backend = ctx->saved_data["backend"].toInt();
+  *eps = ctx->saved_data["eps"].toDouble();
   return kept;
 }
 
@@ -190,7 +178,7 @@ struct OutputKeepingBatchNorm : torch::autograd::Function<OutputKeepingBatchNorm
     // fused, y is the output before the ReLU. Saved tensors, unlike saved_data, are released
     // when this node's backward has run.
     variable_list saved{weight, bias};
-    save_kept(kept, eps, "", ctx, &saved);
+    save_kept(kept, eps, ctx, &saved);
     ctx->save_for_backward(saved);
     ctx->saved_data["fuse_relu"] = fuse_relu;
     return out;
@@ -199,7 +187,7 @@ struct OutputKeepingBatchNorm : torch::autograd::Function<OutputKeepingBatchNorm
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     double eps = 0;
-    const KeptBatchNorm kept = load_kept(saved, 2, "", ctx, &eps);
+    const KeptBatchNorm kept = load_kept(saved, 2, ctx, &eps);
     at::Tensor g = grads[0];
     // The ReLU's backward as torch computes it: grad where its output is > 0, else 0.
     if (ctx->saved_data["fuse_relu"].toBool()) g = at::threshold_backward(g, kept.y, 0);
@@ -255,7 +243,7 @@ at::Tensor batch_norm_relu_conv_forward(const at::Tensor& x, const at::Tensor& w
       forward_keeping_output(x, weight, bias, running_mean, running_var, momentum, eps);
   at::Tensor out = shape.convolution(at::relu(kept.y), conv_weight, conv_bias);
   *saved = {weight, bias, conv_weight};
-  save_kept(kept, eps, "", ctx, saved);
+  save_kept(kept, eps, ctx, saved);
   return out;
 }
 
@@ -269,7 +257,7 @@ std::array<at::Tensor, 5> batch_norm_relu_conv_backward(at::Tensor grad_out, at:
                                                         AutogradContext* ctx) {
   const at::Tensor& conv_weight = saved[kConvWeight];
   double eps = 0;
-  const KeptBatchNorm kept = load_kept(saved, kKeptFirst, "", ctx, &eps);
+  const KeptBatchNorm kept = load_kept(saved, kKeptFirst, ctx, &eps);
   const std::vector<std::int64_t> bias_sizes{conv_weight.size(0)};
   at::Tensor grad_input, grad_conv_weight, grad_conv_bias;
   std::tie(grad_input, grad_conv_weight, grad_conv_bias) = at::convolution_backward(
