@@ -306,21 +306,19 @@ class RuntimeImpl {
         100.0 * std::min(0.9, options_.margin + learned_extra_));
   }
 
-  // What plans may use of the budget with the margin alone, before any retry raised it.
-  std::int64_t unraised_plan_budget() const {
-    const auto budget = static_cast<double>(options_.budget_bytes);
-    return static_cast<std::int64_t>(budget - std::max(budget * std::min(0.9, options_.margin),
-                                                       static_cast<double>(kMarginFloor)));
-  }
-
   // What a plan may use of the budget: all but the margin, and at least kMarginFloor kept free
   // (reserved memory grows by 2 MiB granules, which a margin of a small budget would not cover).
   static constexpr std::int64_t kMarginFloor = 2 << 20;
-  std::int64_t plan_budget(const ShapeKey& key, bool learned = true) const {
+  std::int64_t budget_less(double margin) const {
     const auto budget = static_cast<double>(options_.budget_bytes);
-    return static_cast<std::int64_t>(
-        budget - std::max(budget * margin_for(key, learned), static_cast<double>(kMarginFloor)));
+    return static_cast<std::int64_t>(budget -
+                                     std::max(budget * margin, static_cast<double>(kMarginFloor)));
   }
+  std::int64_t plan_budget(const ShapeKey& key, bool learned = true) const {
+    return budget_less(margin_for(key, learned));
+  }
+  // With the margin alone, before any retry raised it.
+  std::int64_t unraised_plan_budget() const { return budget_less(std::min(0.9, options_.margin)); }
 
   // Parameters, the gradients that exist, the optimizer's state and the batch: everything in use
   // now, which stays through the step.
