@@ -5,6 +5,7 @@
 #include "kernels/weak_channels.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
