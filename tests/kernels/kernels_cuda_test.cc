@@ -61,7 +61,8 @@ bool bit(const std::vector<std::uint32_t>& mask, std::size_t i) {
   return (mask[i / 32] >> (i % 32)) & 1u;
 }
 
-const std::int64_t kSizes[] = {1, 31, 32, 33, 1000, 1 << 20};
+// Sizes around a word (32 elements), a thread's four and a warp's 128, and large.
+const std::int64_t kSizes[] = {1, 3, 5, 31, 32, 33, 127, 128, 129, 1000, 4099, (1 << 20) + 3};
 
 TEST(KernelsCudaTest, ReluPackAndMaskSelect) {
   SKIP_WITHOUT_DEVICE();
@@ -158,6 +159,53 @@ TEST(KernelsCudaTest, DropoutMaskIsTheHostsDraw) {
   }
 }
 
+// The kernels take four elements at a time where every pointer they read or write allows it,
+// one at a time where one does not: the same results from pointers one element off.
+TEST(KernelsCudaTest, PointersOffTheVectorAlignmentGiveTheSameResults) {
+  SKIP_WITHOUT_DEVICE();
+  const float scale = 1.0f / 0.9f;
+  for (std::int64_t n : kSizes) {
+    std::vector<float> x = random_floats(n + 1, 7);
+    x[1] = std::nanf("");
+    std::vector<float> g = random_floats(n + 1, 8);
+    std::vector<std::uint8_t> bytes(n + 1);
+    for (std::int64_t i = 0; i <= n; ++i)
+      bytes[i] = g[i] > 0.2f ? std::uint8_t{1} : std::uint8_t{0};
+    DeviceBuffer<float> dx(x), dy(n + 1), dg(g), dgx(n + 1), dscaled(n + 1), dones(n + 1);
+    DeviceBuffer<std::uint8_t> db(bytes);
+    DeviceBuffer<std::uint32_t> relu_mask(mask_words(n)), nonzero(mask_words(n)),
+        byte_mask(mask_words(n));
+    launch_relu_pack(dx.get() + 1, dy.get() + 1, relu_mask.get(), n, nullptr);
+    launch_mask_select(dg.get() + 1, relu_mask.get(), dgx.get() + 1, n, nullptr);
+    launch_pack_nonzero(dy.get() + 1, nonzero.get(), n, nullptr);
+    launch_pack_bytes(db.get() + 1, byte_mask.get(), n, nullptr);
+    launch_scale_by_mask(dg.get() + 1, byte_mask.get(), scale, dscaled.get() + 1, n, nullptr);
+    launch_unpack(byte_mask.get(), dones.get() + 1, n, nullptr);
+    const auto y = dy.to_host();
+    const auto gx = dgx.to_host();
+    const auto scaled = dscaled.to_host();
+    const auto ones = dones.to_host();
+    const auto m = relu_mask.to_host();
+    const auto nz = nonzero.to_host();
+    const auto bm = byte_mask.to_host();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float v = x[i + 1];
+      if (std::isnan(v)) {
+        ASSERT_TRUE(std::isnan(y[i + 1])) << i;
+      } else {
+        ASSERT_EQ(y[i + 1], v > 0 ? v : 0.0f) << i;
+      }
+      ASSERT_EQ(bit(m, i), v > 0) << i;
+      ASSERT_EQ(bit(nz, i), std::isnan(v) || v > 0) << i;
+      ASSERT_EQ(gx[i + 1], v > 0 ? g[i + 1] : 0.0f) << i;
+      ASSERT_EQ(bit(bm, i), bytes[i + 1] != 0) << i;
+      const float expected = g[i + 1] * (bytes[i + 1] != 0 ? scale : 0.0f);
+      ASSERT_EQ(std::memcmp(&scaled[i + 1], &expected, sizeof(float)), 0) << i;
+      ASSERT_EQ(ones[i + 1], bytes[i + 1] != 0 ? 1.0f : 0.0f) << i;
+    }
+  }
+}
+
 // The host reference: max pooling with the first maximum (or a NaN) winning, window codes.
 void host_pool(const std::vector<float>& x, const PoolGeometry& g, std::vector<float>* y,
                std::vector<int>* codes) {
@@ -188,10 +236,11 @@ void host_pool(const std::vector<float>& x, const PoolGeometry& g, std::vector<f
 TEST(KernelsCudaTest, MaxPoolCodesAndBackward) {
   SKIP_WITHOUT_DEVICE();
   const PoolGeometry geometries[] = {
-      {6, 8, 8, 4, 4, 2, 2, 2, 2, 0, 0, 1, 1},    // 2x2 stride 2
-      {5, 11, 10, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1},  // 3x3 stride 2 pad 1: overlapping windows
-      {3, 9, 9, 3, 3, 4, 4, 3, 3, 1, 1, 1, 1},    // 16 positions
-      {2, 10, 9, 6, 5, 2, 3, 1, 2, 0, 1, 2, 1},   // dilated, rectangular
+      {6, 8, 8, 4, 4, 2, 2, 2, 2, 0, 0, 1, 1},      // 2x2 stride 2
+      {5, 11, 10, 6, 5, 3, 3, 2, 2, 1, 1, 1, 1},    // 3x3 stride 2 pad 1: overlapping windows
+      {3, 9, 9, 3, 3, 4, 4, 3, 3, 1, 1, 1, 1},      // 16 positions
+      {2, 10, 9, 6, 5, 2, 3, 1, 2, 0, 1, 2, 1},     // dilated, rectangular
+      {70000, 4, 4, 2, 2, 2, 2, 2, 2, 0, 0, 1, 1},  // more planes than a grid has rows
   };
   for (const PoolGeometry& g : geometries) {
     const std::int64_t in = g.planes * g.height * g.width;
