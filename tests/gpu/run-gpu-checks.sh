@@ -15,7 +15,8 @@
 #   runtime       monet-train on cuda:0: the CUPTI stage clock, and both models' --json
 #   monet-bench   monet-bench --size gpu --warm $MONET_GPU_BENCH_ARGS, in the time left
 # Named only, for a second call: ctest (every test, the CPU ones too), bench (the allocator's and
-# the planner's benchmarks).
+# the planner's benchmarks), predictor (the predictor's held-out errors on real CPU training
+# steps, three runs on a core no other machine shares: #3's time target off a shared VM).
 # OUT_DIR gets summary.txt and logs.tar.gz (every log, the bench's report), both rewritten after
 # each step, so that a call stopped at its limit still brings back what finished (the device tool
 # brings back at most 8 files). The exit status is 1 when a step failed, else 0.
@@ -27,7 +28,7 @@ steps=("$@")
 ((${#steps[@]})) || steps=(build device-tests hooks kernels runtime monet-bench)
 # The smallest time each step needs to prove anything, seconds.
 declare -A need=([build]=0 [device-tests]=60 [hooks]=60 [kernels]=45 [runtime]=60
-  [monet-bench]=90 [ctest]=300 [bench]=60)
+  [monet-bench]=90 [ctest]=300 [bench]=60 [predictor]=40)
 deadline=$((SECONDS + ${MONET_GPU_SECONDS:-540}))
 bench_args=${MONET_GPU_BENCH_ARGS:---budgets 80,45,33 --rounds 3}
 for s in "${steps[@]}"; do
@@ -208,6 +209,19 @@ step_bench() {
     --benchmark_report_aggregates_only=true > "$logs/planner-bench.log" 2>&1
   check "planner_bench" $?
   grep median "$logs/planner-bench.log" | tee -a "$out/summary.txt"
+}
+
+step_predictor() {
+  cmake --build build-gpu -j16 --target predictor_real_tests > "$logs/build-predictor.log" 2>&1
+  check "build of predictor_real_tests" $?
+  # One thread (the test sets it), pinned to one core: the times without another tenant's load.
+  local run
+  for run in 1 2 3; do
+    bounded taskset -c 2 build-gpu/predictor/predictor_real_tests \
+      > "$logs/predictor-real-$run.log" 2>&1
+    check "predictor_real_tests, run $run" $?
+    grep -hE 'error' "$logs/predictor-real-$run.log" | tee -a "$out/summary.txt"
+  done
 }
 
 for s in "${steps[@]}"; do
