@@ -1,5 +1,6 @@
 // monet-plan: plans one chain (one input shape) under a memory budget and prints the plan, or
-// every strategy's plan side by side. docs/planner.md shows examples.
+// every strategy's plan side by side. The chain comes from a file, or from a predictor's saved
+// state (MONET_PREDICTOR_STATE) for a shape. docs/planner.md shows examples.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,11 +18,13 @@
 #include "planner/chain_model.h"
 #include "planner/plan_json.h"
 #include "planner/simulate.h"
+#include "predictor/predictor.h"
 
 namespace {
 
 constexpr const char* kUsage =
     R"(usage: monet-plan --chain FILE --budget B [--strategy S] [--compare] [--json]
+       monet-plan --predictor STATE --shape DIMS --budget B [--fixed B] [...]
 
 Plans a training chain (one input shape) under a memory budget: which stages to checkpoint and
 which operator variant each runs. Prints the plan with its simulated peak and time.
@@ -30,6 +33,14 @@ which operator variant each runs. Prints the plan with its simulated peak and ti
                  [{"name", "out_bytes", "saved_bytes", "fwd_peak", "bwd_peak", "fwd_time",
                  "bwd_time"}, ...]}, ...]} (bytes, seconds; docs/planner.md); a stage may add
                  "grad_bytes", the gradients its backward makes that stay (default 0)
+  --predictor STATE
+                 instead of a chain file, the chain a predictor's saved state (the file
+                 MONET_PREDICTOR_STATE names) predicts for --shape; says so when the
+                 predictor is not confident at that shape
+  --shape DIMS   the input's varying dims, as the state has them, joined by x (64x256x256)
+  --fixed B      the memory held outside the stages through the step (parameters, gradients,
+                 optimizer state, the batch): replaces the chain's fixed_bytes, which a
+                 predictor's state does not hold (the runtime measures it); default: the chain's
   --budget B     the memory budget, fixed_bytes included: bytes (1073741824), a size (8GiB, 8G,
                  7500MB, 512MiB), or a share of the chain's peak without checkpoints (33%)
   --strategy S   none, all, sqrt, greedy, dp or monet (default monet)
@@ -43,6 +54,9 @@ least budget that fits is printed); 2 for a bad command line or chain file.
 
 struct Args {
   std::string chain_path;
+  std::string predictor_path;
+  std::string shape;
+  std::optional<std::string> fixed;
   std::string budget;
   monet::Strategy strategy = monet::Strategy::kMonet;
   bool compare = false;
@@ -75,6 +89,12 @@ Args parse_args(int argc, char** argv) {
     } else if (arg == "--chain") {
       args.chain_path = value();
       have_chain = true;
+    } else if (arg == "--predictor") {
+      args.predictor_path = value();
+    } else if (arg == "--shape") {
+      args.shape = value();
+    } else if (arg == "--fixed") {
+      args.fixed = value();
     } else if (arg == "--budget") {
       args.budget = value();
       have_budget = true;
@@ -89,7 +109,19 @@ Args parse_args(int argc, char** argv) {
     }
   }
   if (args.help) return args;
-  if (!have_chain) throw UsageError("--chain FILE is required");
+  const bool have_predictor = !args.predictor_path.empty();
+  if (have_chain && have_predictor) {
+    throw UsageError("give --chain FILE or --predictor STATE, not both");
+  }
+  if (!have_chain && !have_predictor) {
+    throw UsageError("--chain FILE (or --predictor STATE with --shape DIMS) is required");
+  }
+  if (have_predictor && args.shape.empty()) {
+    throw UsageError("--predictor STATE needs --shape DIMS, the input shape to plan for");
+  }
+  if (!have_predictor && !args.shape.empty()) {
+    throw UsageError("--shape DIMS goes with --predictor STATE; a chain file is one shape already");
+  }
   if (!have_budget) throw UsageError("--budget B is required");
   return args;
 }
@@ -175,8 +207,59 @@ void print_comparison(const monet::Chain& chain, const std::vector<monet::PlanRe
   }
 }
 
+// "64x256x256" -> {64, 256, 256}: positive integers joined by x.
+monet::Shape parse_shape(const std::string& text) {
+  monet::Shape shape;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t end = text.find('x', start);
+    const std::string part = text.substr(start, end == std::string::npos ? end : end - start);
+    std::size_t used = 0;
+    long long dim = 0;
+    try {
+      dim = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size() || dim <= 0) {
+      throw UsageError(fmt::format(
+          "--shape='{}': give the input's varying dims as positive integers joined by x, as "
+          "the predictor's state has them (for example 64x256x256)",
+          text));
+    }
+    shape.push_back(dim);
+    if (end == std::string::npos) return shape;
+    start = end + 1;
+  }
+}
+
+// The chain to plan: the file's, or the predictor's for the shape (with a line on stderr where
+// the predictor is not confident there), with --fixed in place of its fixed bytes.
+monet::Chain load_chain(const Args& args) {
+  monet::Chain chain;
+  if (!args.predictor_path.empty()) {
+    const monet::Shape shape = parse_shape(args.shape);
+    const monet::Predictor predictor = monet::Predictor::load(args.predictor_path);
+    chain = predictor.predict(shape);
+    const monet::Confidence confidence = predictor.confidence(shape);
+    if (!confidence.confident) {
+      fmt::print(stderr, "monet-plan: the predictor is not confident at {}: {}\n", args.shape,
+                 confidence.reason);
+    }
+  } else {
+    chain = monet::read_chain_file(args.chain_path);
+  }
+  if (args.fixed) {
+    chain.fixed_bytes =
+        *args.fixed == "0"
+            ? 0
+            : static_cast<std::int64_t>(monet::parse_budget(*args.fixed, 0, "--fixed"));
+  }
+  return chain;
+}
+
 int run(const Args& args) {
-  const monet::Chain chain = monet::read_chain_file(args.chain_path);
+  const monet::Chain chain = load_chain(args);
   const monet::PlanResult baseline = monet::Planner(monet::Strategy::kNone).try_plan(chain, 0);
   const auto budget = static_cast<std::int64_t>(
       monet::parse_budget(args.budget, static_cast<std::size_t>(baseline.peak_bytes), "--budget"));

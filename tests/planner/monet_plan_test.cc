@@ -8,6 +8,10 @@
 #include <sstream>
 #include <string>
 
+#include "monet/chain.h"
+#include "planner/chain_json.h"
+#include "predictor/predictor.h"
+
 namespace {
 
 struct ToolRun {
@@ -59,7 +63,9 @@ TEST(MonetPlan, Help) {
 TEST(MonetPlan, UsageErrors) {
   ToolRun run = run_tool("");
   EXPECT_EQ(run.status, 2);
-  EXPECT_TRUE(contains(run.err, "monet-plan: --chain FILE is required")) << run.err;
+  EXPECT_TRUE(contains(
+      run.err, "monet-plan: --chain FILE (or --predictor STATE with --shape DIMS) is required"))
+      << run.err;
   EXPECT_TRUE(contains(run.err, "usage: monet-plan")) << run.err;
   run = run_tool("--chain " + data("bert_base_b32_s128.json"));
   EXPECT_EQ(run.status, 2);
@@ -83,6 +89,114 @@ TEST(MonetPlan, BadValues) {
   run = run_tool("--chain /nonexistent.json --budget 1G");
   EXPECT_EQ(run.status, 2);
   EXPECT_TRUE(contains(run.err, "/nonexistent.json: cannot open the chain file")) << run.err;
+}
+
+// A small encoder-like chain whose costs follow batch x seq: four stages, the middle two with a
+// lean variant.
+monet::Chain chain_at(const monet::Shape& shape) {
+  const std::int64_t tokens = shape[0] * shape[1];
+  monet::Chain chain;
+  chain.fixed_bytes = 1 << 20;
+  for (int i = 0; i < 4; ++i) {
+    monet::Stage stage;
+    stage.name = "layer" + std::to_string(i);
+    monet::VariantCosts v;
+    v.out_bytes = 4096 * tokens;
+    v.saved_bytes = 8192 * tokens + 64 * tokens * shape[1];
+    v.fwd_peak = 2048 * tokens;
+    v.bwd_peak = 4096 * tokens;
+    v.fwd_time = 1e-4 + 2e-8 * static_cast<double>(tokens);
+    v.bwd_time = 2e-4 + 4e-8 * static_cast<double>(tokens);
+    stage.variants.push_back(v);
+    if (i == 1 || i == 2) {
+      monet::VariantCosts lean = v;
+      lean.name = "compact";
+      lean.saved_bytes = v.saved_bytes / 4;
+      lean.bwd_time = v.bwd_time * 1.05;
+      stage.variants.push_back(lean);
+    }
+    chain.stages.push_back(stage);
+  }
+  return chain;
+}
+
+// A predictor's state file, fitted on three shapes of chain_at, and the chain of one of them.
+std::string predictor_state() {
+  monet::PredictorOptions options;
+  options.dim_names = {"batch", "seq"};
+  monet::Predictor p = monet::Predictor::for_chain(chain_at({8, 64}), options);
+  for (const monet::Shape& s : {monet::Shape{32, 512}, monet::Shape{4, 32}, monet::Shape{16, 64}}) {
+    p.observe(s, chain_at(s));
+  }
+  const std::string path = ::testing::TempDir() + "/monet_plan_predictor_state.json";
+  p.save(path);
+  return path;
+}
+
+TEST(MonetPlan, PlansAPredictorsChainAtAShape) {
+  const std::string state = predictor_state();
+  // At a profiled shape the predictor's chain is the measured one: the same plan as the file's.
+  const std::string chain_file =
+      write_temp("predictor_shape_chain.json", monet::chain_to_json(chain_at({16, 64})));
+  ToolRun from_state = run_tool("--predictor " + state +
+                                " --shape 16x64 --fixed 1MiB --budget 60% --compare --json");
+  ToolRun from_file = run_tool("--chain " + chain_file + " --budget 60% --compare --json");
+  ASSERT_EQ(from_state.status, 0) << from_state.err;
+  ASSERT_EQ(from_file.status, 0) << from_file.err;
+  // The same plans, the planning times apart.
+  auto plans = [](const std::string& out) {
+    nlohmann::json j = nlohmann::json::parse(out);
+    for (auto& plan : j) plan.erase("plan_us");
+    return j;
+  };
+  EXPECT_EQ(plans(from_state.out), plans(from_file.out));
+  EXPECT_FALSE(contains(from_state.err, "not confident")) << from_state.err;
+  // --fixed replaces the chain's fixed bytes (a saved state holds none).
+  const ToolRun fixed =
+      run_tool("--predictor " + state + " --shape 16x64 --fixed 3MiB --budget 1GiB");
+  ASSERT_EQ(fixed.status, 0) << fixed.err;
+  EXPECT_TRUE(contains(fixed.out, "fixed 3.00 MiB")) << fixed.out;
+  // A shape the predictor has not measured is planned from its laws.
+  const ToolRun predicted =
+      run_tool("--predictor " + state + " --shape 8x128 --budget 50% --strategy monet --json");
+  ASSERT_EQ(predicted.status, 0) << predicted.err;
+  const auto j = nlohmann::json::parse(predicted.out);
+  EXPECT_EQ(j["stages"].size(), 4u);
+  EXPECT_LE(j["peak_bytes"].get<std::int64_t>(), j["budget_bytes"].get<std::int64_t>());
+}
+
+TEST(MonetPlan, SaysWhereThePredictorIsNotConfident) {
+  // Far outside the profiled range (batch 4 to 32, seq 32 to 512).
+  const ToolRun run =
+      run_tool("--predictor " + predictor_state() + " --shape 256x4096 --budget 50%");
+  EXPECT_TRUE(contains(run.err, "monet-plan: the predictor is not confident at 256x4096"))
+      << run.err;
+}
+
+TEST(MonetPlan, PredictorUsageErrors) {
+  const std::string state = predictor_state();
+  ToolRun run = run_tool("--predictor " + state + " --budget 1GiB");
+  EXPECT_EQ(run.status, 2);
+  EXPECT_TRUE(contains(run.err, "--predictor STATE needs --shape DIMS")) << run.err;
+  run = run_tool("--chain " + data("bert_base_b32_s128.json") + " --shape 8x64 --budget 1GiB");
+  EXPECT_EQ(run.status, 2);
+  EXPECT_TRUE(contains(run.err, "--shape DIMS goes with --predictor STATE")) << run.err;
+  run = run_tool("--chain " + data("bert_base_b32_s128.json") + " --predictor " + state +
+                 " --shape 8x64 --budget 1GiB");
+  EXPECT_EQ(run.status, 2);
+  EXPECT_TRUE(contains(run.err, "give --chain FILE or --predictor STATE, not both")) << run.err;
+  run = run_tool("--predictor " + state + " --shape 8xx64 --budget 1GiB");
+  EXPECT_EQ(run.status, 2);
+  EXPECT_TRUE(contains(run.err, "--shape='8xx64': give the input's varying dims")) << run.err;
+  run = run_tool("--predictor " + state + " --shape 8x64x3 --budget 1GiB");
+  EXPECT_EQ(run.status, 2);
+  EXPECT_TRUE(contains(run.err, "has 3 dims, but the shapes seen so far have 2")) << run.err;
+  run = run_tool("--predictor /nonexistent/state.json --shape 8x64 --budget 1GiB");
+  EXPECT_EQ(run.status, 2);
+  EXPECT_TRUE(contains(run.err, "cannot read the state file '/nonexistent/state.json'")) << run.err;
+  run = run_tool("--predictor " + state + " --shape 8x64 --fixed lots --budget 1GiB");
+  EXPECT_EQ(run.status, 2);
+  EXPECT_TRUE(contains(run.err, "--fixed")) << run.err;
 }
 
 TEST(MonetPlan, MalformedChainNamesFieldAndStage) {
