@@ -225,8 +225,21 @@ struct Cell {
   // S a new segment right after another; lower case a lean variant).
   std::map<std::string, std::string> plans_by_shape;
   // Each shape's timed steps and their time, seconds, as workloads::train times a step (from its
-  // batch on the device to its optimizer's step done).
-  std::map<std::string, std::pair<int, double>> steps_by_shape;
+  // batch on the device to its optimizer's step done), with the memory model's time of the plans
+  // they ran and of keeping every stage, so that measured and planned compare shape by shape.
+  struct ShapeSteps {
+    int steps = 0;
+    double seconds = 0.0;
+    double planned_seconds = 0.0;
+    double unconstrained_seconds = 0.0;
+    void add(const ShapeSteps& o) {
+      steps += o.steps;
+      seconds += o.seconds;
+      planned_seconds += o.planned_seconds;
+      unconstrained_seconds += o.unconstrained_seconds;
+    }
+  };
+  std::map<std::string, ShapeSteps> steps_by_shape;
   // monet's cells: monet's time minus dp's over the shapes whose last plans were alike (the same
   // stages kept and checkpointed, no lean variant) and over the others, as points of the
   // baseline's time. Both cells run the same batches, so what monet's plans changed shows apart
@@ -351,7 +364,10 @@ nlohmann::ordered_json to_json(const Cell& c) {
       {"steps_by_shape", [&] {
          nlohmann::ordered_json o = nlohmann::ordered_json::object();
          for (const auto& [shape, steps] : c.steps_by_shape) {
-           o[shape] = {{"steps", steps.first}, {"seconds", steps.second}};
+           o[shape] = {{"steps", steps.steps},
+                       {"seconds", steps.seconds},
+                       {"planned_seconds", steps.planned_seconds},
+                       {"unconstrained_seconds", steps.unconstrained_seconds}};
          }
          return o;
        }()}};
@@ -531,9 +547,7 @@ class Bench {
     spec.before_steps = [&] { pool_before = monet::workloads::pool_for(device_).stats(); };
     spec.on_step = [&](int i, const monet::workloads::Batch& b, const monet::StepReport& r, double,
                        double seconds) {
-      auto& [shape_steps, shape_seconds] = c.steps_by_shape[w.shape_of(b)];
-      ++shape_steps;
-      shape_seconds += seconds;
+      c.steps_by_shape[w.shape_of(b)].add({1, seconds, r.planned_seconds, r.unconstrained_seconds});
       c.iterations = i - chunk.first + 1;
       c.planned_seconds += r.planned_seconds;
       if (!r.plan.empty()) c.plans_by_shape[w.shape_of(b)] = r.plan;
@@ -745,10 +759,7 @@ class Bench {
     total.round_overheads.push_back(part.seconds / part.baseline_seconds - 1.0);
     total.planned_seconds += part.planned_seconds;
     for (const auto& [shape, plan] : part.plans_by_shape) total.plans_by_shape[shape] = plan;
-    for (const auto& [shape, steps] : part.steps_by_shape) {
-      total.steps_by_shape[shape].first += steps.first;
-      total.steps_by_shape[shape].second += steps.second;
-    }
+    for (const auto& [shape, steps] : part.steps_by_shape) total.steps_by_shape[shape].add(steps);
     total.unconstrained_seconds += part.unconstrained_seconds;
     total.peak_bytes = std::max(total.peak_bytes, part.peak_bytes);
     total.peak_in_use_bytes = std::max(total.peak_in_use_bytes, part.peak_in_use_bytes);
@@ -825,13 +836,13 @@ class Bench {
     int alike_shapes = 0, apart_shapes = 0;
     for (const auto& [shape, steps] : monet.steps_by_shape) {
       const auto other = dp.steps_by_shape.find(shape);
-      if (other == dp.steps_by_shape.end() || other->second.first != steps.first) return;
+      if (other == dp.steps_by_shape.end() || other->second.steps != steps.steps) return;
       const auto plan = monet.plans_by_shape.find(shape);
       const auto dp_plan = dp.plans_by_shape.find(shape);
       const bool same = plan != monet.plans_by_shape.end() && dp_plan != dp.plans_by_shape.end() &&
                         plan->second == dp_plan->second;
       (same ? alike : apart) +=
-          steps.second / monet.baseline_seconds - other->second.second / dp.baseline_seconds;
+          steps.seconds / monet.baseline_seconds - other->second.seconds / dp.baseline_seconds;
       ++(same ? alike_shapes : apart_shapes);
     }
     monet.alike_shapes = alike_shapes;
