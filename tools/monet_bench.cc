@@ -227,6 +227,8 @@ struct Cell {
   // Each shape's timed steps and their time, seconds, as workloads::train times a step (from its
   // batch on the device to its optimizer's step done), with the memory model's time of the plans
   // they ran and of keeping every stage, so that measured and planned compare shape by shape.
+  // The baseline's sums every baseline run (several a round, no plans): its seconds a step are
+  // what a cell's compare with.
   struct ShapeSteps {
     int steps = 0;
     double seconds = 0.0;
@@ -680,6 +682,7 @@ class Bench {
     // strategies turns by one from round to round, so that a slow or fast stretch of the machine
     // does not fall on the same cells every time.
     Baselines summary;
+    std::map<std::string, Cell::ShapeSteps> baseline_shapes;  // over every baseline run
     for (int r = 0; r < rounds; ++r) {
       const Chunk chunk{r * steps / rounds, (r + 1) * steps / rounds - r * steps / rounds, r,
                         rounds};
@@ -701,6 +704,9 @@ class Bench {
         add_round(cells[index], part);
       }
       summary.add(baselines);
+      for (const Cell& run : baselines) {
+        for (const auto& [shape, steps] : run.steps_by_shape) baseline_shapes[shape].add(steps);
+      }
     }
     for (const std::string& state : states) {
       if (!state.empty()) std::filesystem::remove(state);
@@ -725,6 +731,7 @@ class Bench {
     baseline.baseline_seconds = baseline.seconds;
     baseline.overhead = 0.0;
     baseline.baseline_runs = summary.rounds;
+    baseline.steps_by_shape = std::move(baseline_shapes);
     cells.insert(cells.begin(), baseline);
     return cells;
   }
