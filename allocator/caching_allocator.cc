@@ -456,11 +456,24 @@ void CachingAllocator::throw_out_of_memory(std::size_t requested) {
           ? fmt::format("of a {} budget (MONET_BUDGET)", format_bytes(options_.budget_bytes))
           : fmt::format("with no budget set, on a device of {}",
                         format_bytes(backend_.total_bytes()));
+  // Under a budget with room for the request, what refused it is how the free memory lies: in
+  // holes of segments partly in use, which cannot be given back to make a new one.
+  std::string pieces;
+  if (options_.budget_bytes != 0 &&
+      stats_.allocated_bytes + size_rules::block_size(requested) <= options_.budget_bytes) {
+    ++stats_.out_of_memory_in_pieces;
+    pieces = fmt::format(
+        "; the budget has room for it, but its free memory is in pieces{}",
+        granularity_ == 0
+            ? " of segments held whole (MONET_CUDA_SEGMENTS=expandable maps memory by granule, "
+              "where pieces add up)"
+            : "");
+  }
   throw OutOfMemoryError(
       fmt::format("monet: out of memory on {}: tried to allocate {}; {} allocated, {} reserved {}, "
-                  "largest free block {}. Raise MONET_BUDGET or make the batch smaller.",
+                  "largest free block {}{}. Raise MONET_BUDGET or make the batch smaller.",
                   device_, format_bytes(requested), format_bytes(stats_.allocated_bytes),
-                  format_bytes(stats_.reserved_bytes), budget, format_bytes(largest)),
+                  format_bytes(stats_.reserved_bytes), budget, format_bytes(largest), pieces),
       requested, stats_.allocated_bytes, stats_.reserved_bytes, options_.budget_bytes, largest);
 }
 

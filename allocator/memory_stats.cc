@@ -26,7 +26,8 @@ std::string format_stats(const MemoryStats& s) {
   out += fmt::format("  {:<22} {:>12}  ({} free, largest {})\n", "blocks in use", s.active_blocks,
                      s.free_blocks, format_bytes(s.largest_free_bytes));
   out += fmt::format("  {:<22} {:>12}\n", "cache flushes", s.cache_flushes);
-  out += fmt::format("  {:<22} {:>12}\n", "out of memory", s.out_of_memory);
+  out += fmt::format("  {:<22} {:>12}  ({} with room in the budget, the free memory in pieces)\n",
+                     "out of memory", s.out_of_memory, s.out_of_memory_in_pieces);
   if (s.committed_bytes_total != 0) {
     out +=
         fmt::format("  {:<22} {:>12}  ({} given back)\n", "committed, in all",

@@ -263,6 +263,10 @@ struct Cell {
   // cached segments back (on CUDA a cudaFree each, which waits for the device), and with
   // expandable segments the bytes decommitted are unmapped after a wait for the device.
   std::uint64_t cache_flushes = 0;
+  // Refusals (each one a batch run again) and, of those, the ones the budget had room for: the
+  // free memory in pieces, not a plan over its budget.
+  std::uint64_t out_of_memory = 0;
+  std::uint64_t out_of_memory_in_pieces = 0;
   std::uint64_t segment_reserves = 0;
   std::uint64_t segment_releases = 0;
   std::uint64_t committed_bytes = 0;
@@ -350,6 +354,9 @@ nlohmann::ordered_json to_json(const Cell& c) {
       {"allocator",  // none for the baseline, whose runs are not cells
        c.strategy == "none" ? nlohmann::ordered_json(nullptr)
                             : nlohmann::ordered_json{{"cache_flushes", c.cache_flushes},
+                                                     {"out_of_memory", c.out_of_memory},
+                                                     {"out_of_memory_in_pieces",
+                                                      c.out_of_memory_in_pieces},
                                                      {"segment_reserves", c.segment_reserves},
                                                      {"segment_releases", c.segment_releases},
                                                      {"committed_bytes", c.committed_bytes},
@@ -580,6 +587,9 @@ class Bench {
     const auto count_pool = [&] {
       const monet::MemoryStats after = monet::workloads::pool_for(device_).stats();
       c.cache_flushes = after.cache_flushes - pool_before.cache_flushes;
+      c.out_of_memory = after.out_of_memory - pool_before.out_of_memory;
+      c.out_of_memory_in_pieces =
+          after.out_of_memory_in_pieces - pool_before.out_of_memory_in_pieces;
       c.segment_reserves = after.segment_reserves - pool_before.segment_reserves;
       c.segment_releases = after.segment_releases - pool_before.segment_releases;
       c.committed_bytes = after.committed_bytes_total - pool_before.committed_bytes_total;
@@ -771,6 +781,8 @@ class Bench {
     total.peak_bytes = std::max(total.peak_bytes, part.peak_bytes);
     total.peak_in_use_bytes = std::max(total.peak_in_use_bytes, part.peak_in_use_bytes);
     total.cache_flushes += part.cache_flushes;
+    total.out_of_memory += part.out_of_memory;
+    total.out_of_memory_in_pieces += part.out_of_memory_in_pieces;
     total.segment_reserves += part.segment_reserves;
     total.segment_releases += part.segment_releases;
     total.committed_bytes += part.committed_bytes;

@@ -130,6 +130,10 @@ int main(int argc, char** argv) {
                      {"budget_bytes", budget},
                      {"granularity_bytes", granularity},
                      {"refused", r.refused},
+                     {"refused_in_pieces", s.out_of_memory_in_pieces},
+                     {"segment_reserves", s.segment_reserves},
+                     {"segment_releases", s.segment_releases},
+                     {"cache_flushes", s.cache_flushes},
                      {"unmatched_frees", r.unmatched_frees}});
       continue;
     }
@@ -141,7 +145,14 @@ int main(int argc, char** argv) {
     fmt::print("  peak requested  {:>12}\n", monet::format_bytes(s.peak_requested_bytes));
     fmt::print("  peak reserved   {:>12}\n", monet::format_bytes(s.peak_reserved_bytes));
     fmt::print("  fragmentation   {:>11.2f}%\n", 100.0 * s.fragmentation());
-    if (budget != 0) fmt::print("  refused         {:>12}\n", r.refused);
+    if (budget != 0) {
+      fmt::print("  refused         {:>12}  ({} with room in the budget: the free memory in pieces)\n",
+                 r.refused, s.out_of_memory_in_pieces);
+    }
+    // What holding the memory costs a device: each segment taken is a cudaMalloc, each given back
+    // a cudaFree, which waits for the device.
+    fmt::print("  segments taken  {:>12}  ({} given back, in {} cache flushes)\n",
+               s.segment_reserves, s.segment_releases, s.cache_flushes);
     if (r.unmatched_frees != 0) {
       fmt::print("  frees of blocks allocated before the trace began: {}\n", r.unmatched_frees);
     }

@@ -32,6 +32,10 @@ struct MemoryStats {
   std::uint64_t segment_releases = 0;  // segments given back to the device
   std::uint64_t cache_flushes = 0;     // times cached segments were given back to make room
   std::uint64_t out_of_memory = 0;     // requests refused
+  // Of those, the requests the budget had room for: the bytes in use plus the request were within
+  // it, but no cached block held the request and no new segment fitted beside the cached ones
+  // that are partly in use (the free memory was in pieces). Counted only under a budget.
+  std::uint64_t out_of_memory_in_pieces = 0;
   // Where segments are committed by granule (MONET_CUDA_SEGMENTS=expandable, host pools): bytes
   // committed behind reserved address space and given back from free holes, in all. Each byte
   // that goes back and comes again costs the device's mapping calls, and on CUDA a wait for the

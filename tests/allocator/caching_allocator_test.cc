@@ -17,6 +17,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 constexpr std::size_t kKiB = 1024;
 constexpr std::size_t kMiB = 1024 * 1024;
@@ -308,8 +309,34 @@ TEST(PoolBudget, OutOfMemoryNamesTheNumbersAndTheKnob) {
     EXPECT_EQ(m.find('\n'), std::string::npos) << "one line";
     EXPECT_EQ(e.requested_bytes, 20 * kMiB);
     EXPECT_EQ(e.budget_bytes, 64 * kMiB);
+    EXPECT_THAT(m, Not(HasSubstr("in pieces"))) << "50 MiB in use and 20 more pass the budget";
   }
   EXPECT_EQ(pool.stats().out_of_memory, 1u);
+  EXPECT_EQ(pool.stats().out_of_memory_in_pieces, 0u);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  pool.free(a);
+}
+
+TEST(PoolBudget, OutOfMemoryWithRoomInTheBudgetSaysTheFreeMemoryIsInPieces) {
+  HostBackend backend(testing::whole_segments());
+  CachingAllocator pool(backend, CachingAllocator::Options{64 * kMiB, nullptr});
+  // A 40 MiB segment, then 15 MiB of it in use: a 25 MiB hole that cannot be given back.
+  pool.free(pool.allocate(40 * kMiB));
+  void* a = pool.allocate(15 * kMiB);
+  ASSERT_EQ(pool.stats().reserved_bytes, 40 * kMiB);
+  // 15 + 30 MiB fit the 64 MiB budget, but neither the hole nor a new segment beside it holds 30.
+  try {
+    pool.allocate(30 * kMiB);
+    FAIL() << "a 30 MiB segment beside 40 MiB held fitted a 64 MiB budget";
+  } catch (const OutOfMemoryError& e) {
+    const std::string m = e.what();
+    EXPECT_THAT(m, HasSubstr("largest free block 25.00 MiB"));
+    EXPECT_THAT(m, HasSubstr("the budget has room for it, but its free memory is in pieces"));
+    EXPECT_THAT(m, HasSubstr("MONET_CUDA_SEGMENTS=expandable"));
+    EXPECT_EQ(m.find('\n'), std::string::npos) << "one line";
+  }
+  EXPECT_EQ(pool.stats().out_of_memory, 1u);
+  EXPECT_EQ(pool.stats().out_of_memory_in_pieces, 1u);
   EXPECT_THAT(pool.check_invariants(), IsEmpty());
   pool.free(a);
 }

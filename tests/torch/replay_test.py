@@ -2,6 +2,8 @@
 
 The replay must see every allocation the run made and reproduce its peaks, and the pool's
 fragmentation on that trace (1 - peak allocated / peak reserved) must stay at or below 5%.
+Held whole (as over cudaMalloc) under a budget of exactly that peak, the pool must refuse some
+requests and say that the budget had room for them: the free memory in pieces.
 """
 import json
 import os
@@ -32,3 +34,15 @@ with tempfile.TemporaryDirectory() as tmp:
     frag = cpu["fragmentation"]
     print(f"fragmentation on a dynamic-shape training trace: {100 * frag:.2f}%")
     assert frag <= 0.05, f"fragmentation {100 * frag:.2f}% is above the 5% target"
+
+    whole = subprocess.run([replay, trace, "--json", "--granularity", "0", "--budget",
+                            str(cpu["peak_allocated_bytes"])],
+                           capture_output=True, text=True, timeout=300)
+    if whole.returncode != 0:
+        sys.exit(f"monet-replay --granularity 0 failed: {whole.stderr}")
+    print(whole.stdout)
+    (held,) = json.loads(whole.stdout)
+    assert held["peak_reserved_bytes"] <= cpu["peak_allocated_bytes"], held
+    assert held["refused"] > 0 and held["refused_in_pieces"] > 0, held
+    assert held["refused_in_pieces"] <= held["refused"], held
+    assert held["segment_reserves"] >= held["segment_releases"] > 0, held
