@@ -114,6 +114,8 @@ class RuntimeImpl {
     for (int attempt = 0;; ++attempt) {
       bool measuring = false;
       std::int64_t planned_for = 0;  // the budget the plan that ran was made for
+      // Refusals the budget had room for, to tell a plan short of its bytes from a pool in pieces.
+      const std::uint64_t in_pieces = pool.stats().out_of_memory_in_pieces;
       try {
         const PlanResult plan = plan_for(input, plan_shape, pool, &measuring);
         planned_for = plan.budget_bytes;
@@ -157,9 +159,13 @@ class RuntimeImpl {
         exact_cache_.erase(ShapeKey(plan_shape, 62));
         if (attempt >= options_.max_retries) throw out_of_retries(plan_shape);
         log(LogLevel::kWarn,
-            "batch {} ran out of memory (attempt {} of {}); running it again with {:.0f}% of the "
+            "batch {} ran out of memory{} (attempt {} of {}); running it again with {:.0f}% of the "
             "budget left free",
-            last_.shape, attempt + 1, options_.max_retries + 1, 100.0 * margin_for(key));
+            last_.shape,
+            pool.stats().out_of_memory_in_pieces > in_pieces
+                ? " with room in the budget, its free memory in pieces"
+                : "",
+            attempt + 1, options_.max_retries + 1, 100.0 * margin_for(key));
       }
     }
   }
