@@ -352,15 +352,15 @@ nlohmann::ordered_json to_json(const Cell& c) {
       {"stage_share", number_or_null(c.stage_share())},
       {"plans_by_shape", c.plans_by_shape},
       {"allocator",  // none for the baseline, whose runs are not cells
-       c.strategy == "none" ? nlohmann::ordered_json(nullptr)
-                            : nlohmann::ordered_json{{"cache_flushes", c.cache_flushes},
-                                                     {"out_of_memory", c.out_of_memory},
-                                                     {"out_of_memory_in_pieces",
-                                                      c.out_of_memory_in_pieces},
-                                                     {"segment_reserves", c.segment_reserves},
-                                                     {"segment_releases", c.segment_releases},
-                                                     {"committed_bytes", c.committed_bytes},
-                                                     {"decommitted_bytes", c.decommitted_bytes}}},
+       c.strategy == "none"
+           ? nlohmann::ordered_json(nullptr)
+           : nlohmann::ordered_json{{"cache_flushes", c.cache_flushes},
+                                    {"out_of_memory", c.out_of_memory},
+                                    {"out_of_memory_in_pieces", c.out_of_memory_in_pieces},
+                                    {"segment_reserves", c.segment_reserves},
+                                    {"segment_releases", c.segment_releases},
+                                    {"committed_bytes", c.committed_bytes},
+                                    {"decommitted_bytes", c.decommitted_bytes}}},
       {"against_dp_by_plan",
        std::isfinite(c.alike_points)
            ? nlohmann::ordered_json{{"alike",

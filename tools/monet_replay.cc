@@ -146,8 +146,9 @@ int main(int argc, char** argv) {
     fmt::print("  peak reserved   {:>12}\n", monet::format_bytes(s.peak_reserved_bytes));
     fmt::print("  fragmentation   {:>11.2f}%\n", 100.0 * s.fragmentation());
     if (budget != 0) {
-      fmt::print("  refused         {:>12}  ({} with room in the budget: the free memory in pieces)\n",
-                 r.refused, s.out_of_memory_in_pieces);
+      fmt::print(
+          "  refused         {:>12}  ({} with room in the budget: the free memory in pieces)\n",
+          r.refused, s.out_of_memory_in_pieces);
     }
     // What holding the memory costs a device: each segment taken is a cudaMalloc, each given back
     // a cudaFree, which waits for the device.
