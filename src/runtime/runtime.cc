@@ -26,6 +26,7 @@
 #include "runtime/executor.h"
 #include "runtime/kernel_clock.h"
 #include "runtime/profiler.h"
+#include "runtime/retry_margins.h"
 #include "runtime/rollback.h"
 #include "runtime/stage.h"
 
@@ -59,7 +60,8 @@ class RuntimeImpl {
         options_(std::move(options)),
         planner_(options_.strategy),
         cache_(cache_options(options_.plan_cache_capacity)),
-        exact_cache_(cache_options(options_.plan_cache_capacity)) {
+        exact_cache_(cache_options(options_.plan_cache_capacity)),
+        margins_(margin_options(options_)) {
     check_options();
     install();
     stages_ = cut_stages(model_, options_.substitute_variants);
@@ -145,16 +147,8 @@ class RuntimeImpl {
         if (measuring) throw device_too_small(shape);
         ++last_.retries;
         ++stats_.retries;
-        steps_without_retry_ = 0;
         const ShapeKey key(plan_shape);
-        // Above the margin the failed plan left free (a cached plan may predate learned_extra_).
-        const auto budget = static_cast<double>(options_.budget_bytes);
-        const double failed_extra =
-            planned_for > 0 ? 1.0 - static_cast<double>(planned_for) / budget - options_.margin
-                            : 0.0;
-        double& extra = margin_extra_[key];
-        extra = std::max(extra, failed_extra) + options_.retry_margin_step;
-        learned_extra_ = std::max(learned_extra_, extra);
+        margins_.ran_out_of_memory(key, planned_for);
         cache_.erase(key);
         exact_cache_.erase(ShapeKey(plan_shape, 62));
         if (attempt >= options_.max_retries) throw out_of_retries(plan_shape);
@@ -165,7 +159,7 @@ class RuntimeImpl {
             pool.stats().out_of_memory_in_pieces > in_pieces
                 ? " with room in the budget, its free memory in pieces"
                 : "",
-            attempt + 1, options_.max_retries + 1, 100.0 * margin_for(key));
+            attempt + 1, options_.max_retries + 1, 100.0 * margins_.share(key));
       }
     }
   }
@@ -197,6 +191,14 @@ class RuntimeImpl {
   }
 
  private:
+  static RetryMargins::Options margin_options(const Options& o) {
+    RetryMargins::Options m;
+    m.budget_bytes = o.budget_bytes;
+    m.margin = o.margin;
+    m.retry_step = o.retry_margin_step;
+    m.relax_steps = o.margin_relax_steps;
+    return m;
+  }
   static PlanCache::Options cache_options(std::size_t capacity) {
     PlanCache::Options o;
     o.capacity = capacity;
@@ -276,55 +278,18 @@ class RuntimeImpl {
     return shape;
   }
 
-  // The fraction of the budget a plan for `key` leaves free: the margin, raised by the retries of
-  // this shape and, with `learned`, by those of any shape (learned_extra_).
-  double margin_for(const ShapeKey& key, bool learned = true) const {
-    auto it = margin_extra_.find(key);
-    double extra = it == margin_extra_.end() ? 0.0 : it->second;
-    if (learned) extra = std::max(extra, learned_extra_);
-    return std::min(0.9, options_.margin + extra);
-  }
-
-  // Counts a step that ran without running out of memory; after Options::margin_relax_steps of
-  // them in a row, lowers what retries added to the margins by one retry's step and drops the
-  // plans made with them.
+  // Counts a step that ran without running out of memory; once what retries added to the margins
+  // comes down (RetryMargins::step_ran), drops the plans made with them.
   void relax_margins() {
-    if (options_.margin_relax_steps <= 0 || (learned_extra_ <= 0.0 && margin_extra_.empty())) {
-      steps_without_retry_ = 0;
-      return;
-    }
-    if (++steps_without_retry_ < options_.margin_relax_steps) return;
-    steps_without_retry_ = 0;
-    const double step = options_.retry_margin_step;
-    // What is left below a millionth of the budget is the rounding of plans' bytes: none.
-    constexpr double kNone = 1e-6;
-    learned_extra_ = learned_extra_ - step > kNone ? learned_extra_ - step : 0.0;
-    for (auto it = margin_extra_.begin(); it != margin_extra_.end();) {
-      it->second -= step;
-      it = it->second <= kNone ? margin_extra_.erase(it) : std::next(it);
-    }
+    if (!margins_.step_ran()) return;
     cache_.clear();
     exact_cache_.clear();
     log(LogLevel::kInfo,
         "no batch ran out of memory in {} steps: the margins retries raised come down by {:.0f} "
         "points (new shapes now leave {:.0f}% of the budget free)",
-        options_.margin_relax_steps, 100.0 * step,
-        100.0 * std::min(0.9, options_.margin + learned_extra_));
+        options_.margin_relax_steps, 100.0 * options_.retry_margin_step,
+        100.0 * std::min(RetryMargins::kMaxShare, options_.margin + margins_.learned_extra()));
   }
-
-  // What a plan may use of the budget: all but the margin, and at least kMarginFloor kept free
-  // (reserved memory grows by 2 MiB granules, which a margin of a small budget would not cover).
-  static constexpr std::int64_t kMarginFloor = 2 << 20;
-  std::int64_t budget_less(double margin) const {
-    const auto budget = static_cast<double>(options_.budget_bytes);
-    return static_cast<std::int64_t>(budget -
-                                     std::max(budget * margin, static_cast<double>(kMarginFloor)));
-  }
-  std::int64_t plan_budget(const ShapeKey& key, bool learned = true) const {
-    return budget_less(margin_for(key, learned));
-  }
-  // With the margin alone, before any retry raised it.
-  std::int64_t unraised_plan_budget() const { return budget_less(std::min(0.9, options_.margin)); }
 
   // Parameters, the gradients that exist, the optimizer's state and the batch: everything in use
   // now, which stays through the step.
@@ -428,7 +393,7 @@ class RuntimeImpl {
     const bool remeasure = remeasure_.count(exact) > 0;
     // What steps of this shape held beyond plans made on its own measurement is kept free too.
     const std::int64_t unmodelled = unmodelled_for(exact);
-    std::int64_t budget = plan_budget(key) - unmodelled;
+    std::int64_t budget = margins_.plan_budget(key) - unmodelled;
     last_.budget_bytes = budget;
     if (!remeasure) {
       const PlanResult* hit = cache_.find(key);
@@ -481,10 +446,10 @@ class RuntimeImpl {
       log(LogLevel::kDebug, "chain of shape {}: {}", join_dims(shape), chain_to_json(chain));
     }
     PlanResult plan = planner_.try_plan(chain, budget);
-    if (!plan.feasible && plan_budget(key, false) > budget) {
+    if (!plan.feasible && margins_.plan_budget(key, false) > budget) {
       // The margin learned from other shapes' retries is a guess for this one: where no plan
       // fits with it, plan with this shape's own.
-      budget = plan_budget(key, false) - unmodelled;
+      budget = margins_.plan_budget(key, false) - unmodelled;
       last_.budget_bytes = budget;
       const double first_us = plan.plan_us;
       plan = planner_.try_plan(chain, budget);
@@ -499,20 +464,21 @@ class RuntimeImpl {
         // The planner missed at this budget a plan it finds at a smaller one.
         least.budget_bytes = budget;
         plan = std::move(least);
-      } else if (least.feasible && least.peak_bytes <= unraised_plan_budget() - unmodelled) {
+      } else if (least.feasible &&
+                 least.peak_bytes <= margins_.unraised_plan_budget() - unmodelled) {
         // Retries raised this shape's margin past what any plan leaves free, though a plan fits
         // the budget: the batch runs the plan that leaves the most free rather than being lost.
         // Should that run out of memory too, the step's retries bound it as for any plan.
         log(LogLevel::kWarn,
             "shape {}: no plan leaves the {:.0f}% of the budget free that its retries asked for; "
             "running the plan that holds the least ({}, {:.0f}% of the budget)",
-            join_dims(shape), 100.0 * margin_for(key, false),
+            join_dims(shape), 100.0 * margins_.share(key, false),
             format_bytes(static_cast<std::size_t>(least.peak_bytes)),
             100.0 * static_cast<double>(least.peak_bytes) /
                 static_cast<double>(options_.budget_bytes));
         // Made for the budget it was checked against: a few bytes more held between steps do not
         // make it outgrown (and planned again, with this warning, at every step).
-        least.budget_bytes = unraised_plan_budget() - unmodelled;
+        least.budget_bytes = margins_.unraised_plan_budget() - unmodelled;
         last_.budget_bytes = least.budget_bytes;
         plan = std::move(least);
       } else {
@@ -758,10 +724,11 @@ class RuntimeImpl {
     // first run fall short), with 2% more for what a new measurement of the shape may differ by,
     // rounded up to 64 KiB: a budget named here must be enough when the user sets it.
     constexpr std::int64_t kRound = 64 << 10;
-    const double kept_free = std::min(0.9, margin_for(key, false) + options_.retry_margin_step);
+    const double kept_free =
+        std::min(RetryMargins::kMaxShare, margins_.share(key, false) + options_.retry_margin_step);
     const double plan_bytes = static_cast<double>(plan.min_feasible_bytes) * 1.02;
-    const double needed =
-        std::max(plan_bytes / (1.0 - kept_free), plan_bytes + static_cast<double>(kMarginFloor));
+    const double needed = std::max(plan_bytes / (1.0 - kept_free),
+                                   plan_bytes + static_cast<double>(RetryMargins::kFloorBytes));
     const std::int64_t least =
         (static_cast<std::int64_t>(std::ceil(needed)) + kRound - 1) / kRound * kRound;
     return InfeasibleBudgetError(
@@ -782,7 +749,7 @@ class RuntimeImpl {
                     "the last time with {:.0f}% of it kept free for what the plan does not "
                     "count; the plan itself peaked at {}. Raise MONET_BUDGET above {}.",
                     join_dims(shape), options_.max_retries + 1, format_bytes(options_.budget_bytes),
-                    100.0 * margin_for(key), format_bytes(last_.planned_peak_bytes),
+                    100.0 * margins_.share(key), format_bytes(last_.planned_peak_bytes),
                     format_bytes(options_.budget_bytes)),
         options_.budget_bytes, options_.budget_bytes + 1);
   }
@@ -811,12 +778,9 @@ class RuntimeImpl {
   std::vector<std::int64_t> shared_sum_bytes_;
   at::Tensor anchor_;
   std::unique_ptr<Predictor> predictor_;
-  std::unordered_map<ShapeKey, double, ShapeKeyHash> margin_extra_;  // per shape, from retries
-  // The largest extra margin a retry has needed: shapes planned after it start there, since what
-  // the memory model does not count (fragmentation of the allocator's granules, mostly) is much
-  // the same from shape to shape. A shape no plan fits with it plans with its own margin.
-  double learned_extra_ = 0.0;
-  int steps_without_retry_ = 0;  // steps in a row that ran out of memory on no attempt
+  // The share of the budget plans keep free, per shape, as retries raised it. A shape no plan fits
+  // with the share other shapes' retries carried to it plans with its own (plan_for).
+  RetryMargins margins_;
   std::unordered_set<ShapeKey, ShapeKeyHash> remeasure_;
   // Per exact shape: bytes its steps held above plans made on its own measurement (feedback).
   std::unordered_map<ShapeKey, std::int64_t, ShapeKeyHash> unmodelled_;
