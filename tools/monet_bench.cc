@@ -676,6 +676,9 @@ class Bench {
                                                                  flags_.out, w.name(), s, percent)
                                                    : "");
         if (!states.back().empty()) {
+          // The margins an earlier bench's retries raised, kept beside a cell's state
+          // (Options::predictor_state), are not this one's to start from.
+          std::filesystem::remove(states.back() + ".margins");
           if (flags_.warm) {
             std::filesystem::copy_file(warm_state, states.back(),
                                        std::filesystem::copy_options::overwrite_existing);

@@ -31,7 +31,8 @@ const std::vector<Knob>& knobs() {
        "How plans are chosen: none, all, sqrt, greedy, dp or monet (docs/planner.md)."},
       {"MONET_PREDICTOR_STATE", "unset",
        "JSON file the runtime's predictor warm-starts from when it exists and saves to after "
-       "every measured shape, so that a restarted job measures none of the shapes it covers."},
+       "every measured shape, so that a restarted job measures none of the shapes it covers; "
+       "what retries added to the margin is kept beside it (the same path and .margins)."},
       {"MONET_STAGE_CLOCK", "auto",
        "How a measured shape's stages are timed on a GPU: auto (the device's busy time from "
        "CUPTI's kernel records; the wall clock where CUPTI does not load) or wall. The CPU is "

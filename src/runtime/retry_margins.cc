@@ -1,6 +1,15 @@
 #include "runtime/retry_margins.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "monet/errors.h"
 
 namespace monet {
 
@@ -48,6 +57,109 @@ bool RetryMargins::step_ran() {
     it->second -= step;
     it = it->second <= kNone ? extra_.erase(it) : std::next(it);
   }
+  return true;
+}
+
+namespace {
+
+constexpr const char* kFormat = "monet-retry-margins";
+constexpr int kVersion = 1;
+
+[[noreturn]] void malformed(const std::string& path, const std::string& what) {
+  throw ConfigError(fmt::format(
+      "monet: the retry margins in '{}' are malformed: {}; delete the file to start from the "
+      "margin alone",
+      path, what));
+}
+
+// A share added to the margin: a finite number from 0 to 1.
+double extra_share(const nlohmann::json& v, const std::string& path, const std::string& field) {
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0.0 ||
+      v.get<double>() > 1.0) {
+    malformed(path, fmt::format("{} is {}, not a share from 0 to 1", field, v.dump()));
+  }
+  return v.get<double>();
+}
+
+}  // namespace
+
+void RetryMargins::save(const std::string& path) const {
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const auto& [key, extra] : extra_)
+    shapes.push_back({{"dims", key.dims()}, {"extra", extra}});
+  const nlohmann::json state = {{"format", kFormat},
+                                {"version", kVersion},
+                                {"budget_bytes", options_.budget_bytes},
+                                {"margin", options_.margin},
+                                {"learned_extra", learned_extra_},
+                                {"shapes", shapes}};
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << state.dump(1) << '\n';
+    out.close();
+    if (!out) {
+      throw ConfigError(fmt::format(
+          "monet: cannot write the retry margins to '{}'; check that its folder exists and is "
+          "writable",
+          tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw ConfigError(fmt::format(
+        "monet: cannot rename '{}' to '{}'; check that the folder is writable", tmp, path));
+  }
+}
+
+bool RetryMargins::load(const std::string& path) {
+  if (!std::filesystem::exists(path)) return false;
+  std::ifstream in(path);
+  nlohmann::json state;
+  try {
+    state = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    malformed(path, fmt::format("not valid JSON ({})", e.what()));
+  }
+  if (!state.is_object() || state.value("format", "") != kFormat) {
+    malformed(path, fmt::format("its format is not \"{}\"", kFormat));
+  }
+  if (state.value("version", 0) != kVersion) {
+    malformed(path, fmt::format("version {} is not {}", state.value("version", 0), kVersion));
+  }
+  const auto budget = state.find("budget_bytes");
+  const auto margin = state.find("margin");
+  const auto learned = state.find("learned_extra");
+  const auto shapes = state.find("shapes");
+  if (budget == state.end() || !budget->is_number_integer() || margin == state.end() ||
+      !margin->is_number() || learned == state.end() || shapes == state.end() ||
+      !shapes->is_array()) {
+    malformed(path, "it needs budget_bytes, margin, learned_extra and shapes");
+  }
+  std::unordered_map<ShapeKey, double, ShapeKeyHash> extra;
+  for (const nlohmann::json& s : *shapes) {
+    const auto dims = s.find("dims");
+    if (!s.is_object() || dims == s.end() || !dims->is_array() || !s.contains("extra")) {
+      malformed(path, fmt::format("shape {} needs dims and extra", s.dump()));
+    }
+    std::vector<std::int64_t> d;
+    for (const nlohmann::json& v : *dims) {
+      if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) {
+        malformed(path, fmt::format("shape {} has a dim that is not a positive integer", s.dump()));
+      }
+      d.push_back(v.get<std::int64_t>());
+    }
+    extra[ShapeKey(d)] = extra_share(s["extra"], path, "a shape's extra");
+  }
+  const double learned_extra = extra_share(*learned, path, "learned_extra");
+  // Shares of another budget, or above another margin, are not this one's.
+  if (budget->get<std::int64_t>() != options_.budget_bytes ||
+      margin->get<double>() != options_.margin) {
+    return false;
+  }
+  extra_ = std::move(extra);
+  learned_extra_ = learned_extra;
+  steps_without_retry_ = 0;
   return true;
 }
 

@@ -5,7 +5,9 @@
 // Plain C++ (no LibTorch): the runtime's retry policy, testable from numbers alone.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 
 #include "planner/shape_key.h"
@@ -52,8 +54,22 @@ class RetryMargins {
   // plans made with the higher shares are then stale and should be made again).
   bool step_ran();
 
+  // What retries added, to a JSON file (written to `path`.tmp, then renamed), so that a job that
+  // starts again does not lose batches to learn them again:
+  //   {"format": "monet-retry-margins", "version": 1, "budget_bytes": B, "margin": 0.1,
+  //    "learned_extra": 0.1, "shapes": [{"dims": [16, 384], "extra": 0.2}]}
+  // Throws ConfigError when the file cannot be written.
+  void save(const std::string& path) const;
+  // Takes what a save() of the same budget and margin left in `path` and returns true. Returns
+  // false, changing nothing, when the file does not exist or was saved for another budget or
+  // margin (those shares would not fit this one's). Throws ConfigError, naming the file, when it
+  // is malformed.
+  bool load(const std::string& path);
+
   // The extra share carried to shapes planned after a retry: the largest a retry has needed.
   double learned_extra() const { return learned_extra_; }
+  // The share a shape no retry has raised keeps free: the margin and learned_extra().
+  double new_shape_share() const { return std::min(kMaxShare, options_.margin + learned_extra_); }
   const Options& options() const { return options_; }
 
  private:

@@ -93,6 +93,7 @@ class RuntimeImpl {
     anchor_ = at::zeros({1}).requires_grad_(true);
     // The runtime's budget is the allocator's: 0 lifts the cap.
     training_pool().set_budget_bytes(static_cast<std::size_t>(options_.budget_bytes));
+    load_margins();
   }
 
   at::Tensor step(const at::Tensor& input, const Runtime::LossFn& loss_fn) {
@@ -149,6 +150,7 @@ class RuntimeImpl {
         ++stats_.retries;
         const ShapeKey key(plan_shape);
         margins_.ran_out_of_memory(key, planned_for);
+        save_margins();
         cache_.erase(key);
         exact_cache_.erase(ShapeKey(plan_shape, 62));
         if (attempt >= options_.max_retries) throw out_of_retries(plan_shape);
@@ -282,13 +284,37 @@ class RuntimeImpl {
   // comes down (RetryMargins::step_ran), drops the plans made with them.
   void relax_margins() {
     if (!margins_.step_ran()) return;
+    save_margins();
     cache_.clear();
     exact_cache_.clear();
     log(LogLevel::kInfo,
         "no batch ran out of memory in {} steps: the margins retries raised come down by {:.0f} "
         "points (new shapes now leave {:.0f}% of the budget free)",
         options_.margin_relax_steps, 100.0 * options_.retry_margin_step,
-        100.0 * std::min(RetryMargins::kMaxShare, options_.margin + margins_.learned_extra()));
+        100.0 * margins_.new_shape_share());
+  }
+
+  // What retries added to the margins is kept beside the predictor's state (MONET_PREDICTOR_STATE),
+  // so that a job that starts again does not run batches again to learn it.
+  std::string margins_path() const {
+    return options_.predictor_state.empty() || options_.budget_bytes == 0
+               ? std::string()
+               : options_.predictor_state + ".margins";
+  }
+  void save_margins() const {
+    if (const std::string path = margins_path(); !path.empty()) margins_.save(path);
+  }
+  void load_margins() {
+    const std::string path = margins_path();
+    if (path.empty() || !std::filesystem::exists(path)) return;
+    if (margins_.load(path)) {
+      log(LogLevel::kInfo, "retry margins from {}: new shapes leave {:.0f}% of the budget free",
+          path, 100.0 * margins_.new_shape_share());
+    } else {
+      log(LogLevel::kInfo,
+          "{} holds the retry margins of another budget or margin; plans start from the margin",
+          path);
+    }
   }
 
   // Parameters, the gradients that exist, the optimizer's state and the batch: everything in use

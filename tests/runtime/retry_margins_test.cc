@@ -1,6 +1,14 @@
 #include "runtime/retry_margins.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "monet/errors.h"
 
 namespace monet {
 namespace {
@@ -93,6 +101,92 @@ TEST(RetryMargins, NoRelaxStepsKeepWhatRetriesAdded) {
   m.ran_out_of_memory(kLong, 900 * kMiB);
   for (int i = 0; i < 1000; ++i) EXPECT_FALSE(m.step_ran());
   EXPECT_DOUBLE_EQ(m.share(kLong), 0.20);
+}
+
+std::string temp_file(const std::string& name) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::filesystem::remove(path);
+  return path;
+}
+
+TEST(RetryMargins, ARestartedJobStartsFromWhatRetriesAdded) {
+  const std::string path = temp_file("monet_retry_margins_saved.json");
+  RetryMargins first(options());
+  first.ran_out_of_memory(kLong, 900 * kMiB);
+  first.ran_out_of_memory(kLong, 800 * kMiB);
+  first.save(path);
+  ASSERT_FALSE(std::filesystem::exists(path + ".tmp"));
+
+  RetryMargins restarted(options());
+  ASSERT_TRUE(restarted.load(path));
+  EXPECT_DOUBLE_EQ(restarted.share(kLong), first.share(kLong));
+  EXPECT_DOUBLE_EQ(restarted.share(kShort), first.share(kShort));
+  EXPECT_DOUBLE_EQ(restarted.share(kShort, /*learned=*/false), 0.10);
+  EXPECT_DOUBLE_EQ(restarted.learned_extra(), first.learned_extra());
+  EXPECT_DOUBLE_EQ(restarted.new_shape_share(), 0.30);
+  // It comes down as the first would have: after relax_steps steps from the restart.
+  EXPECT_FALSE(restarted.step_ran());
+  EXPECT_FALSE(restarted.step_ran());
+  EXPECT_TRUE(restarted.step_ran());
+}
+
+TEST(RetryMargins, SharesOfAnotherBudgetOrMarginAreNotTaken) {
+  const std::string path = temp_file("monet_retry_margins_other_budget.json");
+  RetryMargins first(options(1000 * kMiB));
+  first.ran_out_of_memory(kLong, 900 * kMiB);
+  first.save(path);
+  RetryMargins other_budget(options(2000 * kMiB));
+  EXPECT_FALSE(other_budget.load(path));
+  EXPECT_DOUBLE_EQ(other_budget.share(kLong), 0.10);
+  RetryMargins::Options wider = options(1000 * kMiB);
+  wider.margin = 0.15;
+  RetryMargins other_margin(wider);
+  EXPECT_FALSE(other_margin.load(path));
+  EXPECT_DOUBLE_EQ(other_margin.share(kLong), 0.15);
+  RetryMargins none(options());
+  EXPECT_FALSE(none.load(temp_file("monet_retry_margins_missing.json")));
+}
+
+TEST(RetryMargins, AMalformedFileIsNamedWithWhatToDo) {
+  const std::string path = temp_file("monet_retry_margins_malformed.json");
+  const auto refused = [&](const std::string& text, const std::string& what) {
+    std::ofstream(path) << text;
+    RetryMargins m(options());
+    try {
+      m.load(path);
+      ADD_FAILURE() << "loaded: " << text;
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(path)) << text;
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(what)) << text;
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("delete the file")) << text;
+    }
+    EXPECT_DOUBLE_EQ(m.share(kLong), 0.10) << "nothing taken from " << text;
+  };
+  const std::string head =
+      R"({"format": "monet-retry-margins", "version": 1, "budget_bytes": 1048576000, )"
+      R"("margin": 0.1, )";
+  refused("{", "not valid JSON");
+  refused(R"({"format": "monet-predictor-state", "version": 1})", "format");
+  refused(R"({"format": "monet-retry-margins", "version": 2})", "version 2");
+  refused(head + R"("shapes": []})", "needs budget_bytes, margin, learned_extra and shapes");
+  refused(head + R"("learned_extra": -0.1, "shapes": []})", "learned_extra is -0.1");
+  refused(head + R"("learned_extra": 0.1, "shapes": [{"dims": [8, 0], "extra": 0.1}]})",
+          "not a positive integer");
+  refused(head + R"("learned_extra": 0.1, "shapes": [{"dims": [8, 32], "extra": 2}]})",
+          "a shape's extra is 2");
+  refused(head + R"("learned_extra": 0.1, "shapes": [{"extra": 0.1}]})", "needs dims and extra");
+}
+
+TEST(RetryMargins, AFolderThatCannotBeWrittenIsNamed) {
+  RetryMargins m(options());
+  const std::string path = ::testing::TempDir() + "/no_such_folder_for_monet/margins.json";
+  try {
+    m.save(path);
+    FAIL() << "saved into a folder that does not exist";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("no_such_folder_for_monet"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("writable"));
+  }
 }
 
 }  // namespace

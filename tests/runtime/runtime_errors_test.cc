@@ -227,6 +227,51 @@ TEST(RuntimeErrors, MarginsRaisedByRetriesComeDownAfterStepsWithoutOne) {
   pools::cpu().set_budget_bytes(0);
 }
 
+// What retries added to the margins is saved beside the predictor's state (its path and
+// ".margins"): a job that starts again from them plans with them rather than losing a batch to
+// learn them again. A job under another budget starts from the margin alone.
+TEST(RuntimeErrors, ARestartedJobKeepsTheMarginsItsRetriesRaised) {
+  install();
+  auto w = testing::small_transformer(64);
+  const auto b = w->batch(5, 0);
+  const std::string path = ::testing::TempDir() + "/monet_runtime_margins_state.json";
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".margins");
+  Options o;
+  o.budget_bytes = 64 << 20;
+  o.predictor_state = path;
+  std::int64_t unraised = 0;
+  std::int64_t raised = 0;
+  {
+    Runtime first(w->make_model(4), o);
+    int hogs = 0;
+    const Runtime::LossFn loss = hogging_loss(*w, b, o.budget_bytes, &hogs);
+    first.step(b.input, loss);  // measured and planned with the margin alone
+    unraised = first.last_step().budget_bytes;
+    hogs = 1;
+    first.step(b.input, loss);
+    ASSERT_EQ(first.last_step().retries, 1);
+    raised = first.last_step().budget_bytes;
+    ASSERT_LT(raised, unraised);
+  }
+  ASSERT_TRUE(std::filesystem::exists(path + ".margins"));
+
+  int hogs = 0;
+  const Runtime::LossFn loss = hogging_loss(*w, b, o.budget_bytes, &hogs);
+  Runtime restarted(w->make_model(4), o);
+  restarted.step(b.input, loss);
+  EXPECT_EQ(restarted.stats().profiled_steps, 0);
+  EXPECT_EQ(restarted.last_step().retries, 0);
+  EXPECT_EQ(restarted.last_step().budget_bytes, raised);
+
+  Options other = o;
+  other.budget_bytes = (64 << 20) + (1 << 20);
+  Runtime elsewhere(w->make_model(4), other);
+  elsewhere.step(b.input, loss);
+  EXPECT_GT(elsewhere.last_step().budget_bytes, unraised) << "the margin alone, of a larger budget";
+  pools::cpu().set_budget_bytes(0);
+}
+
 // MONET_PREDICTOR_STATE: a job that starts again from the state an earlier run saved measures
 // none of the shapes that run measured, not even its first; a state saved for another model is
 // refused with what to do.
