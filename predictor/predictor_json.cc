@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/atomic_file.h"
 #include "fmt/format.h"
 #include "monet/errors.h"
 #include "predictor/predictor.h"
@@ -190,24 +191,7 @@ Predictor Predictor::from_json(const json& state, const std::string& source) {
 }
 
 void Predictor::save(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << to_json().dump(1) << '\n';
-    out.close();
-    if (!out) {
-      throw ConfigError(fmt::format(
-          "monet predictor: cannot write the state to '{}'; check that its folder exists and is "
-          "writable",
-          tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw ConfigError(fmt::format(
-        "monet predictor: cannot rename '{}' to '{}'; check that the folder is writable", tmp,
-        path));
-  }
+  write_file_atomically(path, to_json().dump(1) + "\n", "monet predictor", "the state");
 }
 
 Predictor Predictor::load(const std::string& path) {

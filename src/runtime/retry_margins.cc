@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/atomic_file.h"
 #include "monet/errors.h"
 
 namespace monet {
@@ -85,31 +85,16 @@ double extra_share(const nlohmann::json& v, const std::string& path, const std::
 
 void RetryMargins::save(const std::string& path) const {
   nlohmann::json shapes = nlohmann::json::array();
-  for (const auto& [key, extra] : extra_)
+  for (const auto& [key, extra] : extra_) {
     shapes.push_back({{"dims", key.dims()}, {"extra", extra}});
+  }
   const nlohmann::json state = {{"format", kFormat},
                                 {"version", kVersion},
                                 {"budget_bytes", options_.budget_bytes},
                                 {"margin", options_.margin},
                                 {"learned_extra", learned_extra_},
                                 {"shapes", shapes}};
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << state.dump(1) << '\n';
-    out.close();
-    if (!out) {
-      throw ConfigError(fmt::format(
-          "monet: cannot write the retry margins to '{}'; check that its folder exists and is "
-          "writable",
-          tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw ConfigError(fmt::format(
-        "monet: cannot rename '{}' to '{}'; check that the folder is writable", tmp, path));
-  }
+  write_file_atomically(path, state.dump(1) + "\n", "monet", "the retry margins");
 }
 
 bool RetryMargins::load(const std::string& path) {

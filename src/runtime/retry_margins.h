@@ -70,7 +70,6 @@ class RetryMargins {
   double learned_extra() const { return learned_extra_; }
   // The share a shape no retry has raised keeps free: the margin and learned_extra().
   double new_shape_share() const { return std::min(kMaxShare, options_.margin + learned_extra_); }
-  const Options& options() const { return options_; }
 
  private:
   Options options_;

@@ -1,0 +1,32 @@
+#include "common/atomic_file.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "monet/errors.h"
+
+namespace monet {
+
+void write_file_atomically(const std::string& path, const std::string& text, const std::string& who,
+                           const std::string& what) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) {
+      throw ConfigError(
+          fmt::format("{}: cannot write {} to '{}'; check that its folder exists and is writable",
+                      who, what, tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw ConfigError(fmt::format(
+        "{}: cannot rename '{}' to '{}'; check that the folder is writable", who, tmp, path));
+  }
+}
+
+}  // namespace monet
