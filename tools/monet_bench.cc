@@ -65,8 +65,9 @@ struct Flags {
   std::vector<std::string> models = {"transformer", "resnet"};
   std::vector<std::string> strategies = {"all", "sqrt", "static", "greedy", "dp", "monet"};
   std::vector<int> budgets = {80, 60, 45, 33};  // percent of the unconstrained peak
-  int steps = 0;                                // 0: per model, by --quick
-  int rounds = 0;                               // 0: kWarmRounds with --warm, else 1
+  int margin = 10;  // percent of the budget the runtime's plans keep free (Options::margin)
+  int steps = 0;    // 0: per model, by --quick
+  int rounds = 0;   // 0: kWarmRounds with --warm, else 1
   bool quick = false;
   bool warm = false;
   std::string size = "cpu";
@@ -80,13 +81,16 @@ struct Flags {
   if (!problem.empty()) std::cerr << "monet-bench: " << problem << "\n";
   std::cerr
       << "usage: monet-bench [--model transformer|resnet|all] [--strategies LIST]\n"
-         "                   [--budgets LIST] [--steps N] [--rounds R] [--quick] [--size cpu|gpu]\n"
-         "                   [--warm] [--json] [--out DIR] [--seed S] [--device D]\n"
+         "                   [--budgets LIST] [--margin P] [--steps N] [--rounds R] [--quick]\n"
+         "                   [--size cpu|gpu] [--warm] [--json] [--out DIR] [--seed S]\n"
+         "                   [--device D]\n"
          "  --model M       transformer, resnet or all (default all)\n"
          "  --strategies L  comma-separated, of all, sqrt, static, greedy, dp, monet (default\n"
          "                  all of them); the run without a budget is always made\n"
          "  --budgets L     comma-separated percentages of the unconstrained peak at the\n"
          "                  largest input (default 80,60,45,33)\n"
+         "  --margin P      percent of each budget the runtime's plans keep free for what the\n"
+         "                  memory model does not count, as MONET_MARGIN (default 10)\n"
          "  --steps N       timed steps per run (default 150 for the transformer and 60 for\n"
          "                  resnet; with --quick 12 and 6)\n"
          "  --rounds R      split each run's steps into R rounds, each running the baselines\n"
@@ -156,6 +160,9 @@ Flags parse(int argc, char** argv) {
           f.budgets.push_back(percent);
         }
         if (f.budgets.empty()) usage("--budgets needs at least one percentage");
+      } else if (arg == "--margin") {
+        f.margin = std::stoi(value());
+        if (f.margin < 0 || f.margin > 90) usage("--margin is a percentage from 0 to 90");
       } else if (arg == "--steps") {
         f.steps = std::stoi(value());
         if (f.steps <= 0) usage("--steps must be positive");
@@ -206,6 +213,7 @@ struct Cell {
   bool warm = false;     // started from the warm-up run's predictor (--warm)
   int budget_percent = 0;
   std::int64_t budget_bytes = 0;
+  int margin_percent = 10;  // of the budget, kept free by the plans (--margin)
   bool feasible = true;
   std::int64_t least_budget_bytes = 0;  // when infeasible: what the runtime named
   std::string error;
@@ -315,6 +323,7 @@ nlohmann::ordered_json to_json(const Cell& c) {
       {"warm", c.warm},
       {"budget_percent", c.budget_percent},
       {"budget_bytes", c.budget_bytes},
+      {"margin", c.margin_percent / 100.0},
       {"feasible", c.feasible},
       {"least_budget_bytes", c.feasible || c.least_budget_bytes == 0
                                  ? nlohmann::ordered_json(nullptr)
@@ -504,10 +513,11 @@ class Bench {
     return std::min(rounds, steps_for(w));
   }
 
-  static monet::Options options_for(const std::string& strategy, std::int64_t budget,
-                                    const std::string& predictor_state, int measure_repeats = 1) {
+  monet::Options options_for(const std::string& strategy, std::int64_t budget,
+                             const std::string& predictor_state, int measure_repeats = 1) const {
     monet::Options o;
     o.budget_bytes = budget;
+    o.margin = flags_.margin / 100.0;
     o.predictor_state = predictor_state;
     o.measure_repeats = measure_repeats;
     if (strategy == "static") {
@@ -534,6 +544,7 @@ class Bench {
     c.strategy = strategy;
     c.budget_percent = percent;
     c.budget_bytes = budget;
+    c.margin_percent = flags_.margin;
     const int steps = chunk.steps;
     std::string label = !label_text.empty()  ? label_text
                         : strategy == "none" ? "baseline"
@@ -628,9 +639,11 @@ class Bench {
     const int steps = steps_for(w);
     const int rounds = rounds_for(w);
     if (!flags_.json) {
-      std::fprintf(stderr, "\n%s: unconstrained peak %s at %s; %d steps per run%s\n",
+      std::fprintf(stderr,
+                   "\n%s: unconstrained peak %s at %s; %d steps per run%s; plans keep %d%% "
+                   "of each budget free\n",
                    w.name().c_str(), monet::format_bytes(peak_).c_str(), largest_.c_str(), steps,
-                   rounds > 1 ? fmt::format(", in {} rounds", rounds).c_str() : "");
+                   rounds > 1 ? fmt::format(", in {} rounds", rounds).c_str() : "", flags_.margin);
     }
     const std::string warm_state = flags_.out + "/predictor-" + w.name() + ".json";
     if (flags_.warm) {
@@ -666,6 +679,7 @@ class Bench {
         c.warm = flags_.warm;
         c.budget_percent = percent;
         c.budget_bytes = budget_at(percent);
+        c.margin_percent = flags_.margin;
         c.rounds = rounds;
         c.started = std::numeric_limits<double>::infinity();
         cells.push_back(c);
