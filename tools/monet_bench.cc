@@ -323,7 +323,8 @@ nlohmann::ordered_json to_json(const Cell& c) {
       {"warm", c.warm},
       {"budget_percent", c.budget_percent},
       {"budget_bytes", c.budget_bytes},
-      {"margin", c.margin_percent / 100.0},
+      {"margin", c.strategy == "none" ? nlohmann::ordered_json(nullptr)  // no budget, no margin
+                                      : nlohmann::ordered_json(c.margin_percent / 100.0)},
       {"feasible", c.feasible},
       {"least_budget_bytes", c.feasible || c.least_budget_bytes == 0
                                  ? nlohmann::ordered_json(nullptr)
