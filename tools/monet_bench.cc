@@ -37,11 +37,12 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/cell.h"
+#include "bench/flags.h"
 #include "crash_report.h"
 #include "monet/allocator.h"
 #include "monet/bytes.h"
@@ -54,343 +55,13 @@
 
 namespace {
 
+using monet::bench::Baselines;
+using monet::bench::Cell;
+using monet::bench::Chunk;
+using monet::bench::Flags;
+using monet::bench::kWarmRounds;
+using monet::bench::kWarmUpRepeats;
 using monet::workloads::Workload;
-
-// Times the --warm warm-up run times each stage's modes (monet::Options::measure_repeats).
-constexpr int kWarmUpRepeats = 3;
-// Rounds of a --warm run unless --rounds says otherwise (--quick and cold runs: one).
-constexpr int kWarmRounds = 5;
-
-struct Flags {
-  std::vector<std::string> models = {"transformer", "resnet"};
-  std::vector<std::string> strategies = {"all", "sqrt", "static", "greedy", "dp", "monet"};
-  std::vector<int> budgets = {80, 60, 45, 33};  // percent of the unconstrained peak
-  int margin = 10;  // percent of the budget the runtime's plans keep free (Options::margin)
-  int steps = 0;    // 0: per model, by --quick
-  int rounds = 0;   // 0: kWarmRounds with --warm, else 1
-  bool quick = false;
-  bool warm = false;
-  std::string size = "cpu";
-  bool json = false;
-  std::string out = "monet-bench-report";
-  std::uint64_t seed = 1;
-  std::string device;  // empty: the first GPU LibTorch sees, else the CPU
-};
-
-[[noreturn]] void usage(const std::string& problem) {
-  if (!problem.empty()) std::cerr << "monet-bench: " << problem << "\n";
-  std::cerr
-      << "usage: monet-bench [--model transformer|resnet|all] [--strategies LIST]\n"
-         "                   [--budgets LIST] [--margin P] [--steps N] [--rounds R] [--quick]\n"
-         "                   [--size cpu|gpu] [--warm] [--json] [--out DIR] [--seed S]\n"
-         "                   [--device D]\n"
-         "  --model M       transformer, resnet or all (default all)\n"
-         "  --strategies L  comma-separated, of all, sqrt, static, greedy, dp, monet (default\n"
-         "                  all of them); the run without a budget is always made\n"
-         "  --budgets L     comma-separated percentages of the unconstrained peak at the\n"
-         "                  largest input (default 80,60,45,33)\n"
-         "  --margin P      percent of each budget the runtime's plans keep free for what the\n"
-         "                  memory model does not count, as MONET_MARGIN (default 10)\n"
-         "  --steps N       timed steps per run (default 150 for the transformer and 60 for\n"
-         "                  resnet; with --quick 12 and 6)\n"
-         "  --rounds R      split each run's steps into R rounds, each running the baselines\n"
-         "                  and every cell on its share of the batches, in an order turned\n"
-         "                  from round to round, so that the machine's drift falls on all\n"
-         "                  cells alike (default 5 with --warm, else 1; at most --steps)\n"
-         "  --quick         fewer steps, and --warm: every cell in under five minutes on 2\n"
-         "                  CPU cores (a few steps with first measurements in them would\n"
-         "                  measure little else)\n"
-         "  --size S        cpu (default) or gpu: larger models, for a GPU\n"
-         "  --warm          first measure the shapes the runs will meet in an untimed run, and\n"
-         "                  start every cell from its saved predictor: steady-state overheads,\n"
-         "                  no first measurements, the same chains for every strategy\n"
-         "  --json          print the results as a JSON array instead of the table\n"
-         "  --out DIR       where results.json, overhead.svg, planned.svg and\n"
-         "                  timeline.svg go\n"
-         "                  (default monet-bench-report)\n"
-         "  --seed S        seed of the data and the weights (default 1)\n"
-         "  --device D      cpu, cuda or cuda:N (default cuda:0 where LibTorch sees a GPU,\n"
-         "                  else cpu)\n";
-  std::exit(problem.empty() ? 0 : 2);
-}
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, ',');) {
-    if (!part.empty()) parts.push_back(part);
-  }
-  return parts;
-}
-
-Flags parse(int argc, char** argv) {
-  Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (arg == "--model") {
-        const std::string m = value();
-        if (m == "all") {
-          f.models = {"transformer", "resnet"};
-        } else if (m == "transformer" || m == "resnet") {
-          f.models = {m};
-        } else {
-          usage("unknown model '" + m + "'; use transformer, resnet or all");
-        }
-      } else if (arg == "--strategies") {
-        f.strategies = split(value());
-        for (const std::string& s : f.strategies) {
-          if (s != "all" && s != "sqrt" && s != "static" && s != "greedy" && s != "dp" &&
-              s != "monet") {
-            usage("unknown strategy '" + s + "'; use all, sqrt, static, greedy, dp or monet");
-          }
-        }
-        if (f.strategies.empty()) usage("--strategies needs at least one strategy");
-      } else if (arg == "--budgets") {
-        f.budgets.clear();
-        for (const std::string& b : split(value())) {
-          const int percent = std::stoi(b);
-          if (percent <= 0 || percent > 100) {
-            usage("budget " + b + " is not a percentage from 1 to 100 of the peak");
-          }
-          f.budgets.push_back(percent);
-        }
-        if (f.budgets.empty()) usage("--budgets needs at least one percentage");
-      } else if (arg == "--margin") {
-        f.margin = std::stoi(value());
-        if (f.margin < 0 || f.margin > 90) usage("--margin is a percentage from 0 to 90");
-      } else if (arg == "--steps") {
-        f.steps = std::stoi(value());
-        if (f.steps <= 0) usage("--steps must be positive");
-      } else if (arg == "--rounds") {
-        f.rounds = std::stoi(value());
-        if (f.rounds <= 0) usage("--rounds must be positive");
-      } else if (arg == "--quick") {
-        f.quick = true;
-      } else if (arg == "--warm") {
-        f.warm = true;
-      } else if (arg == "--size") {
-        f.size = value();
-        if (f.size != "cpu" && f.size != "gpu") usage("--size is cpu or gpu");
-      } else if (arg == "--json") {
-        f.json = true;
-      } else if (arg == "--out") {
-        f.out = value();
-      } else if (arg == "--seed") {
-        f.seed = std::stoull(value());
-      } else if (arg == "--device") {
-        f.device = value();
-      } else if (arg == "--help" || arg == "-h") {
-        usage("");
-      } else {
-        usage("unknown argument " + arg);
-      }
-    } catch (const std::logic_error&) {
-      usage("bad number for " + arg);
-    }
-  }
-  // A cell of a few steps that measures 3 to 5 shapes is mostly its measurements.
-  if (f.quick) f.warm = true;
-  return f;
-}
-
-// A run's share of the timed steps: batches first..first+steps-1, in round `round` of `rounds`.
-struct Chunk {
-  int first = 0;
-  int steps = 0;
-  int round = 0;
-  int rounds = 1;
-};
-
-// What one run (a cell of the table) gave; with several rounds, the sum of its rounds' runs.
-struct Cell {
-  std::string model;
-  std::string strategy;  // "none" for the baseline
-  bool warm = false;     // started from the warm-up run's predictor (--warm)
-  int budget_percent = 0;
-  std::int64_t budget_bytes = 0;
-  int margin_percent = 10;  // of the budget, kept free by the plans (--margin)
-  bool feasible = true;
-  std::int64_t least_budget_bytes = 0;  // when infeasible: what the runtime named
-  std::string error;
-  int iterations = 0;
-  double seconds = 0.0;
-  double started = 0.0, ended = 0.0;  // seconds since the bench began
-  double baseline_seconds = 0.0;      // the reference: the baseline runs around it, interpolated
-  double overhead = std::nan("");
-  int rounds = 1;
-  std::vector<double> round_overheads;  // each round's run against its own baselines
-  double overhead_se = std::nan("");    // the standard error of their mean (two rounds or more)
-  std::vector<std::vector<double>> baseline_runs;  // the baseline's: each round's runs, seconds
-  // monet's cells: the other strategy of the lowest measured overhead at this budget, and the
-  // mean and standard error of monet's overhead minus its, round by round (cells of one round
-  // run minutes apart at most, so the machine's slow drift cancels from the difference).
-  // The plan each shape last ran, one letter a stage (StepReport::plan: K kept, C checkpointed,
-  // S a new segment right after another; lower case a lean variant).
-  std::map<std::string, std::string> plans_by_shape;
-  // Each shape's timed steps and their time, seconds, as workloads::train times a step (from its
-  // batch on the device to its optimizer's step done), with the memory model's time of the plans
-  // they ran and of keeping every stage, so that measured and planned compare shape by shape.
-  // The baseline's sums every baseline run (several a round, no plans): its seconds a step are
-  // what a cell's compare with.
-  struct ShapeSteps {
-    int steps = 0;
-    double seconds = 0.0;
-    double planned_seconds = 0.0;
-    double unconstrained_seconds = 0.0;
-    void add(const ShapeSteps& o) {
-      steps += o.steps;
-      seconds += o.seconds;
-      planned_seconds += o.planned_seconds;
-      unconstrained_seconds += o.unconstrained_seconds;
-    }
-  };
-  std::map<std::string, ShapeSteps> steps_by_shape;
-  // monet's cells: monet's time minus dp's over the shapes whose last plans were alike (the same
-  // stages kept and checkpointed, no lean variant) and over the others, as points of the
-  // baseline's time. Both cells run the same batches, so what monet's plans changed shows apart
-  // from what changed alike: the machine's drift, or costs outside the plans (the allocator).
-  int alike_shapes = 0;
-  int apart_shapes = 0;
-  double alike_points = std::nan("");
-  double apart_points = std::nan("");
-  std::string rival;
-  double rival_difference = std::nan("");
-  double rival_difference_se = std::nan("");
-  // simulate()'s times over the timed steps, of the plans that ran and of keeping every stage
-  double planned_seconds = 0.0;
-  double unconstrained_seconds = 0.0;
-  std::size_t peak_bytes = 0;  // reserved, over the whole run
-  std::int64_t peak_in_use_bytes = 0;
-  // What the training pool did over the timed steps (differences of its MemoryStats): the work that
-  // holding the budget cost the allocator, which the plans' prices do not count. A flush gives
-  // cached segments back (on CUDA a cudaFree each, which waits for the device), and with
-  // expandable segments the bytes decommitted are unmapped after a wait for the device.
-  std::uint64_t cache_flushes = 0;
-  // Refusals (each one a batch run again) and, of those, the ones the budget had room for: the
-  // free memory in pieces, not a plan over its budget.
-  std::uint64_t out_of_memory = 0;
-  std::uint64_t out_of_memory_in_pieces = 0;
-  std::uint64_t segment_reserves = 0;
-  std::uint64_t segment_releases = 0;
-  std::uint64_t committed_bytes = 0;
-  std::uint64_t decommitted_bytes = 0;
-  monet::RuntimeStats stats;
-  double predictor_error = std::nan("");  // mean |predicted - measured| / measured step peak
-  double predictor_bias = std::nan("");   // mean (predicted - measured) / measured: > 0 is high
-  double predictor_error_max = std::nan("");
-  int predicted_steps = 0;
-
-  double cache_hit_rate() const {
-    const auto looked_up = static_cast<double>(stats.cache_hits + stats.plans_made);
-    return looked_up > 0 ? static_cast<double>(stats.cache_hits) / looked_up : std::nan("");
-  }
-  // The recomputation the plans meant to add, by the memory model on the chains they were made
-  // for: what the strategy chose, without the machine's noise or the measurement passes.
-  double planned_overhead() const {
-    if (strategy == "none") return 0.0;
-    return unconstrained_seconds > 0 ? planned_seconds / unconstrained_seconds - 1.0 : std::nan("");
-  }
-  // The memory model's time of keeping every stage over the steps the cell ran, against the
-  // baseline's measured time of as many steps: the share of a step that its stages account for.
-  // The rest (the optimizer, the loss, launches, copies, the runtime's own work) no plan changes,
-  // so a measured overhead near planned_overhead() * stage_share() is the plans' recomputation
-  // as the model timed it (`static`'s one plan priced on each step's own shape).
-  double stage_share() const {
-    if (strategy == "none" || !(baseline_seconds > 0) || !(unconstrained_seconds > 0)) {
-      return std::nan("");
-    }
-    return unconstrained_seconds / baseline_seconds;
-  }
-  double plan_us() const {
-    return stats.plans_made > 0 ? 1e6 * stats.plan_seconds / static_cast<double>(stats.plans_made)
-                                : std::nan("");
-  }
-};
-
-nlohmann::ordered_json number_or_null(double v) {
-  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
-}
-
-nlohmann::ordered_json to_json(const Cell& c) {
-  return {
-      {"model", c.model},
-      {"strategy", c.strategy},
-      {"warm", c.warm},
-      {"budget_percent", c.budget_percent},
-      {"budget_bytes", c.budget_bytes},
-      {"margin", c.strategy == "none" ? nlohmann::ordered_json(nullptr)  // no budget, no margin
-                                      : nlohmann::ordered_json(c.margin_percent / 100.0)},
-      {"feasible", c.feasible},
-      {"least_budget_bytes", c.feasible || c.least_budget_bytes == 0
-                                 ? nlohmann::ordered_json(nullptr)
-                                 : nlohmann::ordered_json(c.least_budget_bytes)},
-      {"error",
-       c.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.error)},
-      {"peak_bytes", c.peak_bytes},
-      {"peak_in_use_bytes", c.peak_in_use_bytes},
-      {"peak_over_budget", c.budget_bytes > 0 ? number_or_null(static_cast<double>(c.peak_bytes) /
-                                                               static_cast<double>(c.budget_bytes))
-                                              : nlohmann::ordered_json(nullptr)},
-      {"iterations", c.iterations},
-      {"retries", c.stats.retries},
-      {"plans", c.stats.plans_made},
-      {"cache_hits", c.stats.cache_hits},
-      {"cache_hit_rate", number_or_null(c.cache_hit_rate())},
-      {"plan_us_mean", number_or_null(c.plan_us())},
-      {"measured_shapes", c.stats.profiled_steps},
-      {"predictor_error", number_or_null(c.predictor_error)},
-      {"predictor_error_max", number_or_null(c.predictor_error_max)},
-      {"predictor_bias", number_or_null(c.predictor_bias)},
-      {"seconds", c.seconds},
-      {"baseline_seconds", c.baseline_seconds},
-      {"overhead", number_or_null(c.overhead)},
-      {"rounds", c.rounds},
-      {"overhead_se", number_or_null(c.overhead_se)},
-      {"overhead_rounds", c.round_overheads},
-      {"against_best_other",
-       c.rival.empty() ? nlohmann::ordered_json(nullptr)
-                       : nlohmann::ordered_json{{"strategy", c.rival},
-                                                {"difference", number_or_null(c.rival_difference)},
-                                                {"se", number_or_null(c.rival_difference_se)}}},
-      {"baseline_runs", c.baseline_runs},
-      {"planned_overhead", number_or_null(c.planned_overhead())},
-      {"stage_share", number_or_null(c.stage_share())},
-      {"plans_by_shape", c.plans_by_shape},
-      {"allocator",  // none for the baseline, whose runs are not cells
-       c.strategy == "none"
-           ? nlohmann::ordered_json(nullptr)
-           : nlohmann::ordered_json{{"cache_flushes", c.cache_flushes},
-                                    {"out_of_memory", c.out_of_memory},
-                                    {"out_of_memory_in_pieces", c.out_of_memory_in_pieces},
-                                    {"segment_reserves", c.segment_reserves},
-                                    {"segment_releases", c.segment_releases},
-                                    {"committed_bytes", c.committed_bytes},
-                                    {"decommitted_bytes", c.decommitted_bytes}}},
-      {"against_dp_by_plan",
-       std::isfinite(c.alike_points)
-           ? nlohmann::ordered_json{{"alike",
-                                     {{"shapes", c.alike_shapes},
-                                      {"points", 100.0 * c.alike_points}}},
-                                    {"apart",
-                                     {{"shapes", c.apart_shapes},
-                                      {"points", number_or_null(100.0 * c.apart_points)}}}}
-           : nlohmann::ordered_json(nullptr)},
-      {"steps_by_shape", [&] {
-         nlohmann::ordered_json o = nlohmann::ordered_json::object();
-         for (const auto& [shape, steps] : c.steps_by_shape) {
-           o[shape] = {{"steps", steps.steps},
-                       {"seconds", steps.seconds},
-                       {"planned_seconds", steps.planned_seconds},
-                       {"unconstrained_seconds", steps.unconstrained_seconds}};
-         }
-         return o;
-       }()}};
-}
 
 // The memory of the training pool sampled from a thread while a run trains.
 class Sampler {
@@ -423,43 +94,6 @@ class Sampler {
   std::atomic<bool> done_{false};
   std::thread thread_;
   monet::report::Timeline timeline_;
-};
-
-// The baseline runs of a workload, round by round, seconds.
-struct Baselines {
-  std::vector<std::vector<double>> rounds;
-
-  void add(const std::vector<Cell>& round) {
-    rounds.emplace_back();
-    for (const Cell& b : round) rounds.back().push_back(b.seconds);
-  }
-  // The sum over rounds of each round's mean.
-  double seconds() const {
-    double total = 0.0;
-    for (const std::vector<double>& r : rounds) total += mean(r);
-    return total;
-  }
-  // The largest (slowest - fastest) / mean within a round.
-  double spread() const {
-    double widest = 0.0;
-    for (const std::vector<double>& r : rounds) {
-      const auto [low, high] = std::minmax_element(r.begin(), r.end());
-      widest = std::max(widest, (*high - *low) / mean(r));
-    }
-    return widest;
-  }
-  int runs() const {
-    std::size_t n = 0;
-    for (const std::vector<double>& r : rounds) n += r.size();
-    return static_cast<int>(n);
-  }
-
- private:
-  static double mean(const std::vector<double>& r) {
-    double sum = 0.0;
-    for (const double v : r) sum += v;
-    return sum / static_cast<double>(r.size());
-  }
 };
 
 class Bench {
@@ -1104,7 +738,7 @@ class Bench {
 
 int main(int argc, char** argv) {
   monet::tools::report_crashes("monet-bench");
-  const Flags flags = parse(argc, argv);
+  const Flags flags = monet::bench::parse(argc, argv);
   try {
     // Budgets come from the flags: a MONET_BUDGET in the environment would cap the baseline.
     unsetenv("MONET_BUDGET");

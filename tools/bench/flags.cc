@@ -1,0 +1,136 @@
+#include "bench/flags.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace monet::bench {
+namespace {
+
+[[noreturn]] void usage(const std::string& problem) {
+  if (!problem.empty()) std::cerr << "monet-bench: " << problem << "\n";
+  std::cerr
+      << "usage: monet-bench [--model transformer|resnet|all] [--strategies LIST]\n"
+         "                   [--budgets LIST] [--margin P] [--steps N] [--rounds R] [--quick]\n"
+         "                   [--size cpu|gpu] [--warm] [--json] [--out DIR] [--seed S]\n"
+         "                   [--device D]\n"
+         "  --model M       transformer, resnet or all (default all)\n"
+         "  --strategies L  comma-separated, of all, sqrt, static, greedy, dp, monet (default\n"
+         "                  all of them); the run without a budget is always made\n"
+         "  --budgets L     comma-separated percentages of the unconstrained peak at the\n"
+         "                  largest input (default 80,60,45,33)\n"
+         "  --margin P      percent of each budget the runtime's plans keep free for what the\n"
+         "                  memory model does not count, as MONET_MARGIN (default 10)\n"
+         "  --steps N       timed steps per run (default 150 for the transformer and 60 for\n"
+         "                  resnet; with --quick 12 and 6)\n"
+         "  --rounds R      split each run's steps into R rounds, each running the baselines\n"
+         "                  and every cell on its share of the batches, in an order turned\n"
+         "                  from round to round, so that the machine's drift falls on all\n"
+         "                  cells alike (default 5 with --warm, else 1; at most --steps)\n"
+         "  --quick         fewer steps, and --warm: every cell in under five minutes on 2\n"
+         "                  CPU cores (a few steps with first measurements in them would\n"
+         "                  measure little else)\n"
+         "  --size S        cpu (default) or gpu: larger models, for a GPU\n"
+         "  --warm          first measure the shapes the runs will meet in an untimed run, and\n"
+         "                  start every cell from its saved predictor: steady-state overheads,\n"
+         "                  no first measurements, the same chains for every strategy\n"
+         "  --json          print the results as a JSON array instead of the table\n"
+         "  --out DIR       where results.json, overhead.svg, planned.svg and\n"
+         "                  timeline.svg go\n"
+         "                  (default monet-bench-report)\n"
+         "  --seed S        seed of the data and the weights (default 1)\n"
+         "  --device D      cpu, cuda or cuda:N (default cuda:0 where LibTorch sees a GPU,\n"
+         "                  else cpu)\n";
+  std::exit(problem.empty() ? 0 : 2);
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+}  // namespace
+
+Flags parse(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (arg == "--model") {
+        const std::string m = value();
+        if (m == "all") {
+          f.models = {"transformer", "resnet"};
+        } else if (m == "transformer" || m == "resnet") {
+          f.models = {m};
+        } else {
+          usage("unknown model '" + m + "'; use transformer, resnet or all");
+        }
+      } else if (arg == "--strategies") {
+        f.strategies = split(value());
+        for (const std::string& s : f.strategies) {
+          if (s != "all" && s != "sqrt" && s != "static" && s != "greedy" && s != "dp" &&
+              s != "monet") {
+            usage("unknown strategy '" + s + "'; use all, sqrt, static, greedy, dp or monet");
+          }
+        }
+        if (f.strategies.empty()) usage("--strategies needs at least one strategy");
+      } else if (arg == "--budgets") {
+        f.budgets.clear();
+        for (const std::string& b : split(value())) {
+          const int percent = std::stoi(b);
+          if (percent <= 0 || percent > 100) {
+            usage("budget " + b + " is not a percentage from 1 to 100 of the peak");
+          }
+          f.budgets.push_back(percent);
+        }
+        if (f.budgets.empty()) usage("--budgets needs at least one percentage");
+      } else if (arg == "--margin") {
+        f.margin = std::stoi(value());
+        if (f.margin < 0 || f.margin > 90) usage("--margin is a percentage from 0 to 90");
+      } else if (arg == "--steps") {
+        f.steps = std::stoi(value());
+        if (f.steps <= 0) usage("--steps must be positive");
+      } else if (arg == "--rounds") {
+        f.rounds = std::stoi(value());
+        if (f.rounds <= 0) usage("--rounds must be positive");
+      } else if (arg == "--quick") {
+        f.quick = true;
+      } else if (arg == "--warm") {
+        f.warm = true;
+      } else if (arg == "--size") {
+        f.size = value();
+        if (f.size != "cpu" && f.size != "gpu") usage("--size is cpu or gpu");
+      } else if (arg == "--json") {
+        f.json = true;
+      } else if (arg == "--out") {
+        f.out = value();
+      } else if (arg == "--seed") {
+        f.seed = std::stoull(value());
+      } else if (arg == "--device") {
+        f.device = value();
+      } else if (arg == "--help" || arg == "-h") {
+        usage("");
+      } else {
+        usage("unknown argument " + arg);
+      }
+    } catch (const std::logic_error&) {
+      usage("bad number for " + arg);
+    }
+  }
+  // A cell of a few steps that measures 3 to 5 shapes is mostly its measurements.
+  if (f.quick) f.warm = true;
+  return f;
+}
+
+}  // namespace monet::bench
