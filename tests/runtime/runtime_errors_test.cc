@@ -280,6 +280,7 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
   auto w = testing::small_transformer();
   const std::string path = ::testing::TempDir() + "/monet_runtime_predictor_state.json";
   std::filesystem::remove(path);
+  std::filesystem::remove(path + ".margins");  // what an earlier run's retries raised
   const std::int64_t peak = workloads::unconstrained_peak(*w, 1).in_use_bytes;
   Options o;
   o.budget_bytes = peak / 2;
@@ -554,6 +555,7 @@ TEST(RuntimeErrors, ALeanModeThatHoldsTensorsPastItsBackwardIsNotRun) {
     SCOPED_TRACE(static_cast<int>(keeping));
     const std::string path = ::testing::TempDir() + "/monet_runtime_lean_mode_state.json";
     std::filesystem::remove(path);
+    std::filesystem::remove(path + ".margins");  // what an earlier run's retries raised
     torch::nn::Sequential model(torch::nn::Linear(64, 64), LeanMode(keeping),
                                 torch::nn::Linear(64, 1));
     Options o;
@@ -589,6 +591,7 @@ TEST(RuntimeModes, RecomputeIsMeasuredWhereAnOpRecomputesAndNowhereElse) {
   install();
   const std::string path = ::testing::TempDir() + "/monet_runtime_recompute_state.json";
   std::filesystem::remove(path);
+  std::filesystem::remove(path + ".margins");  // what an earlier run's retries raised
   auto w = testing::small_resnet(1);
   torch::nn::Sequential model = w->make_model(3);
   Options o;
