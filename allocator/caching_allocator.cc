@@ -13,6 +13,9 @@ namespace monet {
 namespace {
 
 constexpr std::size_t kInitialBuckets = 1024;
+// Committed by granule: how many free blocks after the best fit a request looks at for one whose
+// memory is committed (in replays of training traces, none took more than 64).
+constexpr int kCommittedSearch = 64;
 
 }  // namespace
 
@@ -128,9 +131,35 @@ Block* CachingAllocator::take_free(bool small, Stream stream, std::size_t size) 
   key.size = size;
   auto it = pool.lower_bound(key);
   if (it == pool.end() || it->stream != stream) return nullptr;
+  // Committed by granule, the best fit may lie on granules given back earlier, and committing
+  // them at the high-water mark or the budget gives back others first (on CUDA a wait for the
+  // device): a larger free block whose memory is still committed serves without either.
+  if (std::size_t least = granularity_ != 0 ? uncommitted_bytes(*it, size) : 0; least != 0) {
+    auto c = std::next(it);
+    for (int seen = 0;
+         seen < kCommittedSearch && least != 0 && c != pool.end() && c->stream == stream;
+         ++seen, ++c) {
+      const std::size_t u = uncommitted_bytes(*c, size);
+      if (u < least) {
+        least = u;
+        it = c;
+      }
+    }
+  }
   Block* block = &*it;
   pool.erase(it);
   return block;
+}
+
+std::size_t CachingAllocator::uncommitted_bytes(const Block& block, std::size_t size) const {
+  const Segment& segment = *block.segment;
+  if (segment.committed_bytes == segment.size) return 0;
+  const auto offset = static_cast<std::size_t>(block.address - segment.base);
+  std::size_t missing = 0;
+  for (std::size_t g = offset / granularity_; g <= (offset + size - 1) / granularity_; ++g) {
+    if (!segment.committed[g]) missing += granularity_;
+  }
+  return missing;
 }
 
 Block* CachingAllocator::reserve_segment(bool small, Stream stream, std::size_t size) {
@@ -194,14 +223,13 @@ Block* CachingAllocator::try_reserve(bool small, Stream stream, std::size_t byte
 
 bool CachingAllocator::commit(Block* block) {
   // Held whole, or wholly committed (the steady state of a training loop): nothing to do.
-  if (granularity_ == 0 || block->segment->committed_bytes == block->segment->size) return true;
-  std::size_t needed = 0;
-  commit_granules(block, /*dry_run=*/true, &needed);
+  if (granularity_ == 0) return true;
+  const std::size_t needed = uncommitted_bytes(*block, block->size);
   if (needed == 0) return true;
-  // Give back cached granules before the reservation grows past its high-water mark, and before
-  // the budget would refuse; only then commit new memory. Only as many as the commit needs: a
-  // training step at its largest shape passes the mark by a little, and giving back every hole
-  // made it fault all of them in again, every step.
+  // Give back cached granules before the budget would refuse, and without a budget before the
+  // reservation grows past its high-water mark; only then commit new memory. Only as many as the
+  // commit needs: a training step at its largest shape passes the mark by a little, and giving
+  // back every hole made it fault all of them in again, every step.
   const bool over_budget =
       options_.budget_bytes != 0 && stats_.reserved_bytes + needed > options_.budget_bytes;
   // What is given back here to make room is committed again at once: the backend may keep its
@@ -221,12 +249,15 @@ bool CachingAllocator::commit(Block* block) {
       }
     }
   } hold{backend_};
-  if (over_budget || stats_.reserved_bytes + needed > high_water_) {
+  // Under a budget the reservation may rise to it: the budget is what the job may hold, and each
+  // giving back costs a wait for the device on CUDA (and page faults on the host) when the memory
+  // is wanted again. Without one, the high-water mark keeps the reservation tight.
+  const bool past_mark = options_.budget_bytes == 0 && stats_.reserved_bytes + needed > high_water_;
+  if (over_budget || past_mark) {
     backend_.hold_decommitted(true);
     hold.on = true;
     if (over_budget) process_events(/*wait=*/true);
-    std::size_t limit = high_water_;
-    if (options_.budget_bytes != 0) limit = std::min(limit, options_.budget_bytes);
+    const std::size_t limit = options_.budget_bytes != 0 ? options_.budget_bytes : high_water_;
     const std::size_t excess =
         stats_.reserved_bytes + needed > limit ? stats_.reserved_bytes + needed - limit : 0;
     if (decommit_free(excess) > 0 && over_budget) ++stats_.cache_flushes;
@@ -235,28 +266,23 @@ bool CachingAllocator::commit(Block* block) {
     hold.end();
     return false;
   }
-  const bool committed = commit_granules(block, /*dry_run=*/false, &needed);
+  const bool committed = commit_granules(block);
   hold.end();  // the device full or not, what was kept and not used goes back now
   if (committed) return true;
   // The device itself is full: give back everything cached, then try once more.
   process_events(/*wait=*/true);
   decommit_free();
   release_free_segments();
-  return commit_granules(block, /*dry_run=*/false, &needed);
+  return commit_granules(block);
 }
 
-bool CachingAllocator::commit_granules(Block* block, bool dry_run, std::size_t* needed) {
+bool CachingAllocator::commit_granules(Block* block) {
   Segment& segment = *block->segment;
   const std::size_t first = static_cast<std::size_t>(block->address - segment.base) / granularity_;
   const std::size_t last =
       static_cast<std::size_t>(block->address + block->size - 1 - segment.base) / granularity_;
-  *needed = 0;
   for (std::size_t g = first; g <= last; ++g) {
     if (segment.committed[g]) continue;
-    if (dry_run) {
-      *needed += granularity_;
-      continue;
-    }
     std::size_t end = g;  // commit runs of uncommitted granules in one call
     while (end + 1 <= last && !segment.committed[end + 1]) ++end;
     const std::size_t bytes = (end - g + 1) * granularity_;
@@ -265,7 +291,6 @@ bool CachingAllocator::commit_granules(Block* block, bool dry_run, std::size_t* 
     segment.committed_bytes += bytes;
     stats_.reserved_bytes += bytes;
     stats_.committed_bytes_total += bytes;
-    *needed += bytes;
     g = end;
   }
   stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
@@ -313,14 +338,16 @@ std::size_t CachingAllocator::decommit_free(std::size_t at_least) {
       if (g < last) released += decommit_range(segment, g, last);
     }
   }
+  if (released > 0) ++stats_.decommits;
   return released;
 }
 
 void CachingAllocator::release_segment(Segment& segment) {
-  if (granularity_ != 0)
-    decommit_range(segment, 0, segment.committed.size());
-  else
+  if (granularity_ == 0) {
     stats_.reserved_bytes -= segment.size;
+  } else if (decommit_range(segment, 0, segment.committed.size()) > 0) {
+    ++stats_.decommits;
+  }
   backend_.release(segment.base, segment.size);
 }
 

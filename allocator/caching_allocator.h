@@ -113,10 +113,12 @@ class CachingAllocator {
 
   FreeSet& pool_of(const Block& b) { return b.small ? small_free_ : large_free_; }
   Block* take_free(bool small, Stream stream, std::size_t size);
+  // Bytes of the granules under the first `size` bytes of `block` that are not committed.
+  std::size_t uncommitted_bytes(const Block& block, std::size_t size) const;
   Block* reserve_segment(bool small, Stream stream, std::size_t size);
   Block* try_reserve(bool small, Stream stream, std::size_t segment);
   bool commit(Block* block);
-  bool commit_granules(Block* block, bool dry_run, std::size_t* needed);
+  bool commit_granules(Block* block);
   // Gives back the committed granules lying wholly inside free blocks, at least `at_least` bytes
   // of them where there are that many (all by default). Returns the bytes given back.
   std::size_t decommit_free(std::size_t at_least = SIZE_MAX);

@@ -29,9 +29,9 @@ std::string format_stats(const MemoryStats& s) {
   out += fmt::format("  {:<22} {:>12}  ({} with room in the budget, the free memory in pieces)\n",
                      "out of memory", s.out_of_memory, s.out_of_memory_in_pieces);
   if (s.committed_bytes_total != 0) {
-    out +=
-        fmt::format("  {:<22} {:>12}  ({} given back)\n", "committed, in all",
-                    format_bytes(s.committed_bytes_total), format_bytes(s.decommitted_bytes_total));
+    out += fmt::format("  {:<22} {:>12}  ({} given back, {} times)\n", "committed, in all",
+                       format_bytes(s.committed_bytes_total),
+                       format_bytes(s.decommitted_bytes_total), s.decommits);
   }
   return out;
 }

@@ -61,6 +61,7 @@ using monet::bench::Chunk;
 using monet::bench::Flags;
 using monet::bench::kWarmRounds;
 using monet::bench::kWarmUpRepeats;
+using monet::bench::PoolWork;
 using monet::workloads::Workload;
 
 // The memory of the training pool sampled from a thread while a run trains.
@@ -232,14 +233,7 @@ class Bench {
     };
     const auto count_pool = [&] {
       const monet::MemoryStats after = monet::workloads::pool_for(device_).stats();
-      c.cache_flushes = after.cache_flushes - pool_before.cache_flushes;
-      c.out_of_memory = after.out_of_memory - pool_before.out_of_memory;
-      c.out_of_memory_in_pieces =
-          after.out_of_memory_in_pieces - pool_before.out_of_memory_in_pieces;
-      c.segment_reserves = after.segment_reserves - pool_before.segment_reserves;
-      c.segment_releases = after.segment_releases - pool_before.segment_releases;
-      c.committed_bytes = after.committed_bytes_total - pool_before.committed_bytes_total;
-      c.decommitted_bytes = after.decommitted_bytes_total - pool_before.decommitted_bytes_total;
+      c.pool = PoolWork::between(pool_before, after);
     };
     try {
       const monet::workloads::TrainResult r = monet::workloads::train(
@@ -432,13 +426,7 @@ class Bench {
     total.unconstrained_seconds += part.unconstrained_seconds;
     total.peak_bytes = std::max(total.peak_bytes, part.peak_bytes);
     total.peak_in_use_bytes = std::max(total.peak_in_use_bytes, part.peak_in_use_bytes);
-    total.cache_flushes += part.cache_flushes;
-    total.out_of_memory += part.out_of_memory;
-    total.out_of_memory_in_pieces += part.out_of_memory_in_pieces;
-    total.segment_reserves += part.segment_reserves;
-    total.segment_releases += part.segment_releases;
-    total.committed_bytes += part.committed_bytes;
-    total.decommitted_bytes += part.decommitted_bytes;
+    total.pool += part.pool;
     monet::RuntimeStats& s = total.stats;
     const monet::RuntimeStats& p = part.stats;
     s.steps += p.steps;

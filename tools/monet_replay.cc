@@ -134,6 +134,9 @@ int main(int argc, char** argv) {
                      {"segment_reserves", s.segment_reserves},
                      {"segment_releases", s.segment_releases},
                      {"cache_flushes", s.cache_flushes},
+                     {"committed_bytes", s.committed_bytes_total},
+                     {"decommitted_bytes", s.decommitted_bytes_total},
+                     {"decommits", s.decommits},
                      {"unmatched_frees", r.unmatched_frees}});
       continue;
     }
@@ -154,6 +157,12 @@ int main(int argc, char** argv) {
     // a cudaFree, which waits for the device.
     fmt::print("  segments taken  {:>12}  ({} given back, in {} cache flushes)\n",
                s.segment_reserves, s.segment_releases, s.cache_flushes);
+    // Committed by granule, each time granules go back is on CUDA a wait for the device.
+    if (granularity != 0) {
+      fmt::print("  committed       {:>12}  ({} given back, {} times)\n",
+                 monet::format_bytes(s.committed_bytes_total),
+                 monet::format_bytes(s.decommitted_bytes_total), s.decommits);
+    }
     if (r.unmatched_frees != 0) {
       fmt::print("  frees of blocks allocated before the trace began: {}\n", r.unmatched_frees);
     }

@@ -42,6 +42,10 @@ struct MemoryStats {
   // device before the unmapping; 0 where segments are held whole.
   std::uint64_t committed_bytes_total = 0;
   std::uint64_t decommitted_bytes_total = 0;
+  // Times granules were given back, each time as many as were wanted at once: on CUDA each of
+  // these waits for the device (cudaDeviceSynchronize) before it unmaps, so this, not the bytes,
+  // is what giving memory back costs a training step there. 0 where segments are held whole.
+  std::uint64_t decommits = 0;
 
   std::size_t active_blocks = 0;       // blocks in use
   std::size_t free_blocks = 0;         // cached free blocks

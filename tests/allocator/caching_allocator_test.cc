@@ -460,22 +460,43 @@ TEST_F(GranularPoolTest, OnlyWhatTheCommitNeedsIsGivenBack) {
   pool_.free(a);
   pool_.free(c);
   EXPECT_EQ(pool_.stats().reserved_bytes, 28 * kMiB);
-  // d fits the uncommitted 4 MiB at the end of the first segment: 4 MiB past the mark, so the pool
-  // gives back 4 MiB of the largest hole (from its end), not every hole.
-  void* d = pool_.allocate(4 * kMiB);
+  // d fits no free block: a new 14 MiB segment, 14 MiB past the mark, so the pool gives back 14
+  // MiB of the largest holes (c's 12, then the last 2 of a's hole), not every hole, at once.
+  void* d = pool_.allocate(14 * kMiB);
   MemoryStats s = pool_.stats();
   EXPECT_EQ(s.reserved_bytes, 28 * kMiB);
   EXPECT_EQ(s.peak_reserved_bytes, 28 * kMiB);
+  EXPECT_EQ(s.decommitted_bytes_total, 14 * kMiB);
+  EXPECT_EQ(s.decommits, 1u);
   EXPECT_EQ(backend_.held_bytes(), 28 * kMiB);
-  // The holes that stayed committed serve the next blocks without committing anything.
-  void* e = pool_.allocate(8 * kMiB);
-  void* f = pool_.allocate(8 * kMiB);
+  // What stayed committed of a's hole, its start, serves the next block without committing.
+  void* e = pool_.allocate(6 * kMiB);
   s = pool_.stats();
   EXPECT_EQ(s.allocated_bytes, 28 * kMiB);
   EXPECT_EQ(s.reserved_bytes, 28 * kMiB);
-  EXPECT_EQ(s.peak_reserved_bytes, 28 * kMiB);
+  EXPECT_EQ(s.committed_bytes_total, 42 * kMiB);  // 28, then d's 14
   EXPECT_THAT(pool_.check_invariants(), IsEmpty());
-  for (void* p : {b, d, e, f}) pool_.free(p);
+  for (void* p : {b, d, e}) pool_.free(p);
+}
+
+TEST_F(GranularPoolTest, CommittedMemoryServesBeforeABetterFitThatWouldCommit) {
+  // a and b fill 16 MiB of a 20 MiB segment, whose last 4 MiB were never committed; c's segment
+  // of 12 MiB is freed whole, its memory still committed: 28 MiB, the high-water mark.
+  void* a = pool_.allocate(8 * kMiB);
+  void* b = pool_.allocate(8 * kMiB);
+  void* c = pool_.allocate(12 * kMiB);
+  pool_.free(c);
+  // The best fit for 4 MiB is the uncommitted tail; committing it would pass the mark and give
+  // back 4 MiB of c's hole first (on CUDA, a wait for the device). c's committed hole serves it.
+  void* d = pool_.allocate(4 * kMiB);
+  MemoryStats s = pool_.stats();
+  EXPECT_EQ(s.reserved_bytes, 28 * kMiB);
+  EXPECT_EQ(s.committed_bytes_total, 28 * kMiB);
+  EXPECT_EQ(s.decommitted_bytes_total, 0u);
+  EXPECT_EQ(s.decommits, 0u);
+  EXPECT_EQ(static_cast<char*>(d), static_cast<char*>(c));
+  EXPECT_THAT(pool_.check_invariants(), IsEmpty());
+  for (void* p : {a, b, d}) pool_.free(p);
 }
 
 TEST(GranularPoolBudget, BudgetCountsCommittedBytes) {
@@ -498,12 +519,38 @@ TEST(GranularPoolBudget, PressureDecommitsCachedHolesOfOtherStreams) {
   CachingAllocator pool(backend, CachingAllocator::Options{16 * kMiB, nullptr});
   void* a = pool.allocate(12 * kMiB, /*stream=*/1);
   pool.free(a);                                      // 12 MiB committed, cached for stream 1
-  void* b = pool.allocate(12 * kMiB, /*stream=*/2);  // needs stream 1's granules given back
+  void* b = pool.allocate(12 * kMiB, /*stream=*/2);  // needs 8 of stream 1's granules back
   const MemoryStats s = pool.stats();
-  EXPECT_EQ(s.reserved_bytes, 12 * kMiB);
+  EXPECT_EQ(s.reserved_bytes, 16 * kMiB);  // up to the budget: the other 4 stay cached
+  EXPECT_EQ(s.decommitted_bytes_total, 8 * kMiB);
   EXPECT_EQ(s.cache_flushes, 1u);
+  EXPECT_EQ(s.decommits, 1u);
   EXPECT_THAT(pool.check_invariants(), IsEmpty());
   pool.free(b);
+}
+
+TEST(GranularPoolBudget, UnderABudgetTheReservationRisesToItBeforeGivingBack) {
+  // Without a budget the pool gives cached granules back rather than pass its high-water mark
+  // (FreeHolesAreGivenBackBeforeTheReservationGrows); under one it holds up to the budget first.
+  HostBackend backend;
+  CachingAllocator pool(backend, CachingAllocator::Options{24 * kMiB, nullptr});
+  void* a = pool.allocate(8 * kMiB);
+  void* b = pool.allocate(8 * kMiB);
+  pool.free(a);
+  void* c = pool.allocate(12 * kMiB);  // 16 + 12 would pass 24: 4 of a's hole go back
+  MemoryStats s = pool.stats();
+  EXPECT_EQ(s.reserved_bytes, 24 * kMiB);
+  EXPECT_EQ(s.decommitted_bytes_total, 4 * kMiB);
+  EXPECT_EQ(s.decommits, 1u);
+  pool.free(c);
+  void* d = pool.allocate(4 * kMiB);  // a's hole's committed start serves it: nothing moves
+  s = pool.stats();
+  EXPECT_EQ(s.reserved_bytes, 24 * kMiB);
+  EXPECT_EQ(s.decommits, 1u);
+  EXPECT_LE(s.peak_reserved_bytes, 24 * kMiB);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  pool.free(b);
+  pool.free(d);
 }
 
 }  // namespace

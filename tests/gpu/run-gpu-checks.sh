@@ -172,7 +172,8 @@ for c in json.load(open(sys.argv[1])):
         continue
     share = c.get("stage_share")
     # The allocator's work over the cell, a step: cache flushes, segments taken from the device,
-    # MiB unmapped (expandable segments); and its refusals over the cell (each a batch run again),
+    # MiB unmapped and the waits for the device before unmapping (expandable segments); and its
+    # refusals over the cell (each a batch run again),
     # of which how many the budget had room for (the free memory in pieces).
     pool = c.get("allocator") or {}
     steps = max(c["iterations"], 1)
@@ -182,7 +183,8 @@ for c in json.load(open(sys.argv[1])):
           f'{"-" if share is None else format(share, ".2f")}  a step: flushes '
           f'{pool.get("cache_flushes", 0) / steps:.2f} segments '
           f'{pool.get("segment_reserves", 0) / steps:.2f} unmapped '
-          f'{pool.get("decommitted_bytes", 0) / steps / 2**20:.0f} MiB; refused '
+          f'{pool.get("decommitted_bytes", 0) / steps / 2**20:.0f} MiB in '
+          f'{pool.get("decommits", 0) / steps:.2f} waits; refused '
           f'{pool.get("out_of_memory", 0)} ({pool.get("out_of_memory_in_pieces", 0)} in pieces)')
     split = c.get("against_dp_by_plan")
     if split:

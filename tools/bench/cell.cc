@@ -9,6 +9,42 @@ nlohmann::ordered_json number_or_null(double v) {
 
 }  // namespace
 
+PoolWork PoolWork::between(const MemoryStats& before, const MemoryStats& after) {
+  PoolWork w;
+  w.cache_flushes = after.cache_flushes - before.cache_flushes;
+  w.out_of_memory = after.out_of_memory - before.out_of_memory;
+  w.out_of_memory_in_pieces = after.out_of_memory_in_pieces - before.out_of_memory_in_pieces;
+  w.segment_reserves = after.segment_reserves - before.segment_reserves;
+  w.segment_releases = after.segment_releases - before.segment_releases;
+  w.committed_bytes = after.committed_bytes_total - before.committed_bytes_total;
+  w.decommitted_bytes = after.decommitted_bytes_total - before.decommitted_bytes_total;
+  w.decommits = after.decommits - before.decommits;
+  return w;
+}
+
+PoolWork& PoolWork::operator+=(const PoolWork& o) {
+  cache_flushes += o.cache_flushes;
+  out_of_memory += o.out_of_memory;
+  out_of_memory_in_pieces += o.out_of_memory_in_pieces;
+  segment_reserves += o.segment_reserves;
+  segment_releases += o.segment_releases;
+  committed_bytes += o.committed_bytes;
+  decommitted_bytes += o.decommitted_bytes;
+  decommits += o.decommits;
+  return *this;
+}
+
+nlohmann::ordered_json to_json(const PoolWork& w) {
+  return {{"cache_flushes", w.cache_flushes},
+          {"out_of_memory", w.out_of_memory},
+          {"out_of_memory_in_pieces", w.out_of_memory_in_pieces},
+          {"segment_reserves", w.segment_reserves},
+          {"segment_releases", w.segment_releases},
+          {"committed_bytes", w.committed_bytes},
+          {"decommitted_bytes", w.decommitted_bytes},
+          {"decommits", w.decommits}};
+}
+
 nlohmann::ordered_json to_json(const Cell& c) {
   return {
       {"model", c.model},
@@ -55,15 +91,7 @@ nlohmann::ordered_json to_json(const Cell& c) {
       {"stage_share", number_or_null(c.stage_share())},
       {"plans_by_shape", c.plans_by_shape},
       {"allocator",  // none for the baseline, whose runs are not cells
-       c.strategy == "none"
-           ? nlohmann::ordered_json(nullptr)
-           : nlohmann::ordered_json{{"cache_flushes", c.cache_flushes},
-                                    {"out_of_memory", c.out_of_memory},
-                                    {"out_of_memory_in_pieces", c.out_of_memory_in_pieces},
-                                    {"segment_reserves", c.segment_reserves},
-                                    {"segment_releases", c.segment_releases},
-                                    {"committed_bytes", c.committed_bytes},
-                                    {"decommitted_bytes", c.decommitted_bytes}}},
+       c.strategy == "none" ? nlohmann::ordered_json(nullptr) : to_json(c.pool)},
       {"against_dp_by_plan",
        std::isfinite(c.alike_points)
            ? nlohmann::ordered_json{{"alike",

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "monet/memory_stats.h"
 #include "monet/runtime.h"
 
 namespace monet::bench {
@@ -20,6 +21,27 @@ struct Chunk {
   int steps = 0;
   int round = 0;
   int rounds = 1;
+};
+
+// What the training pool did over a cell's timed steps (differences of its MemoryStats): the work
+// that holding the budget cost the allocator, which the plans' prices do not count. A flush gives
+// cached segments back (on CUDA a cudaFree each, which waits for the device); with expandable
+// segments, each time granules are given back (`decommits`) waits for the device before it
+// unmaps them.
+struct PoolWork {
+  std::uint64_t cache_flushes = 0;
+  // Refusals (each one a batch run again) and, of those, the ones the budget had room for: the
+  // free memory in pieces, not a plan over its budget.
+  std::uint64_t out_of_memory = 0;
+  std::uint64_t out_of_memory_in_pieces = 0;
+  std::uint64_t segment_reserves = 0;
+  std::uint64_t segment_releases = 0;
+  std::uint64_t committed_bytes = 0;
+  std::uint64_t decommitted_bytes = 0;
+  std::uint64_t decommits = 0;
+
+  static PoolWork between(const MemoryStats& before, const MemoryStats& after);
+  PoolWork& operator+=(const PoolWork& o);
 };
 
 // What one run (a cell of the table) gave; with several rounds, the sum of its rounds' runs.
@@ -82,19 +104,7 @@ struct Cell {
   double unconstrained_seconds = 0.0;
   std::size_t peak_bytes = 0;  // reserved, over the whole run
   std::int64_t peak_in_use_bytes = 0;
-  // What the training pool did over the timed steps (differences of its MemoryStats): the work that
-  // holding the budget cost the allocator, which the plans' prices do not count. A flush gives
-  // cached segments back (on CUDA a cudaFree each, which waits for the device), and with
-  // expandable segments the bytes decommitted are unmapped after a wait for the device.
-  std::uint64_t cache_flushes = 0;
-  // Refusals (each one a batch run again) and, of those, the ones the budget had room for: the
-  // free memory in pieces, not a plan over its budget.
-  std::uint64_t out_of_memory = 0;
-  std::uint64_t out_of_memory_in_pieces = 0;
-  std::uint64_t segment_reserves = 0;
-  std::uint64_t segment_releases = 0;
-  std::uint64_t committed_bytes = 0;
-  std::uint64_t decommitted_bytes = 0;
+  PoolWork pool;  // what the training pool did over the timed steps
   monet::RuntimeStats stats;
   double predictor_error = std::nan("");  // mean |predicted - measured| / measured step peak
   double predictor_bias = std::nan("");   // mean (predicted - measured) / measured: > 0 is high
@@ -129,6 +139,7 @@ struct Cell {
 };
 
 // The cell as monet-bench --json prints it (DESIGN.md, "Formats").
+nlohmann::ordered_json to_json(const PoolWork& w);
 nlohmann::ordered_json to_json(const Cell& c);
 
 // The baseline runs of a workload, round by round, seconds.
