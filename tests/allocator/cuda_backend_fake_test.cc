@@ -232,6 +232,58 @@ TEST_F(FakeExpandableTest, AFullDeviceGetsTheKeptMemoryBackBeforeTheLastTry) {
   EXPECT_TRUE(fake.handles.empty());
 }
 
+// A chain's training step, forward then backward, at an input of `scale`: six kept activations
+// with a workspace freed after each, then a gradient beside each as they are freed.
+void TrainingStep(CachingAllocator& pool, std::size_t scale) {
+  std::vector<void*> kept;
+  for (std::size_t i = 0; i < 6; ++i) {
+    void* workspace = pool.allocate((i % 3 + 2) * scale * kMiB / 4);
+    kept.push_back(pool.allocate((i % 2 + 3) * scale * kMiB / 4));
+    pool.free(workspace);
+  }
+  while (!kept.empty()) {
+    void* grad = pool.allocate(3 * scale * kMiB / 4);
+    pool.free(kept.back());
+    kept.pop_back();
+    pool.free(grad);
+  }
+}
+
+TEST_F(FakeExpandableTest, StepsUnderABudgetTheyDoNotReachStopWaitingForTheDevice) {
+  // Input sizes that change from step to step: once each has run, every step is served from
+  // memory still mapped, with no unmapping (each of which waits for the device).
+  CudaBackend backend(api_, 0, &driver_);
+  CachingAllocator pool(backend, CachingAllocator::Options{160 * kMiB, nullptr});
+  for (std::size_t scale : {8, 3, 5}) TrainingStep(pool, scale);
+  const int syncs = fake.syncs;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    for (std::size_t scale : {5, 8, 3, 8, 5, 3}) TrainingStep(pool, scale);
+  }
+  EXPECT_EQ(fake.syncs, syncs);
+  EXPECT_EQ(pool.stats().decommits, 0u);
+  ExpectConsistent(pool);
+  pool.release_cached();
+  EXPECT_TRUE(fake.handles.empty());
+}
+
+TEST_F(FakeExpandableTest, StepsAtTheirBudgetWaitForTheDeviceLessThanOnceAStep) {
+  // The same steps under a budget that the largest input reaches: memory moves between the
+  // inputs' layouts, but seldom.
+  CudaBackend backend(api_, 0, &driver_);
+  CachingAllocator pool(backend, CachingAllocator::Options{56 * kMiB, nullptr});
+  for (std::size_t scale : {8, 3, 5}) TrainingStep(pool, scale);
+  EXPECT_GT(pool.stats().decommits, 0u) << "the budget binds";
+  const int syncs = fake.syncs;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    for (std::size_t scale : {5, 8, 3, 8, 5, 3}) TrainingStep(pool, scale);
+  }
+  EXPECT_LT(fake.syncs - syncs, 18);
+  EXPECT_LE(pool.stats().peak_reserved_bytes, 56 * kMiB);
+  ExpectConsistent(pool);
+  pool.release_cached();
+  EXPECT_TRUE(fake.handles.empty());
+}
+
 TEST_F(FakeExpandableTest, WholeSegmentsAreCudaMallocs) {
   CudaBackend backend(api_, 0);
   EXPECT_EQ(backend.granularity(), 0u);
