@@ -131,29 +131,43 @@ Block* CachingAllocator::take_free(bool small, Stream stream, std::size_t size) 
   key.size = size;
   auto it = pool.lower_bound(key);
   if (it == pool.end() || it->stream != stream) return nullptr;
-  // Committed by granule, the best fit may lie on granules given back earlier, and committing
-  // them at the high-water mark or the budget gives back others first (on CUDA a wait for the
-  // device): a larger free block whose memory is still committed serves without either.
-  if (std::size_t least = granularity_ != 0 ? uncommitted_bytes(*it, size) : 0; least != 0) {
-    auto c = std::next(it);
-    for (int seen = 0;
-         seen < kCommittedSearch && least != 0 && c != pool.end() && c->stream == stream;
-         ++seen, ++c) {
-      const std::size_t u = uncommitted_bytes(*c, size);
-      if (u < least) {
-        least = u;
-        it = c;
-      }
-    }
+  // Committed by granule, the best fit may lie on granules given back earlier, and where
+  // committing them would pass the budget, others are given back first (on CUDA a wait for the
+  // device): a larger free block whose memory is still committed serves without either. Only
+  // near a budget (where the granules the block spans, at most two more than its size fills,
+  // could pass it): without one, the best fit is committed once and then stays so, where looking
+  // past it would look again at every request of its size.
+  if (options_.budget_bytes != 0 &&
+      stats_.reserved_bytes + size + 2 * granularity_ > options_.budget_bytes &&
+      !wholly_committed(*it)) {
+    it = least_to_commit(pool, it, size);
   }
   Block* block = &*it;
   pool.erase(it);
   return block;
 }
 
+CachingAllocator::FreeSet::iterator CachingAllocator::least_to_commit(FreeSet& pool,
+                                                                      FreeSet::iterator best,
+                                                                      std::size_t size) const {
+  std::size_t least = uncommitted_bytes(*best, size);
+  if (stats_.reserved_bytes + least <= options_.budget_bytes) return best;  // it fits
+  auto it = best;
+  auto c = std::next(best);
+  for (int seen = 0; seen < kCommittedSearch && c != pool.end() && c->stream == best->stream;
+       ++seen, ++c) {
+    const std::size_t u = wholly_committed(*c) ? 0 : uncommitted_bytes(*c, size);
+    if (u < least) {
+      least = u;
+      it = c;
+      if (least == 0) break;
+    }
+  }
+  return it;
+}
+
 std::size_t CachingAllocator::uncommitted_bytes(const Block& block, std::size_t size) const {
   const Segment& segment = *block.segment;
-  if (segment.committed_bytes == segment.size) return 0;
   const auto offset = static_cast<std::size_t>(block.address - segment.base);
   std::size_t missing = 0;
   for (std::size_t g = offset / granularity_; g <= (offset + size - 1) / granularity_; ++g) {
@@ -223,7 +237,7 @@ Block* CachingAllocator::try_reserve(bool small, Stream stream, std::size_t byte
 
 bool CachingAllocator::commit(Block* block) {
   // Held whole, or wholly committed (the steady state of a training loop): nothing to do.
-  if (granularity_ == 0) return true;
+  if (wholly_committed(*block)) return true;
   const std::size_t needed = uncommitted_bytes(*block, block->size);
   if (needed == 0) return true;
   // Give back cached granules before the budget would refuse, and without a budget before the
@@ -249,18 +263,13 @@ bool CachingAllocator::commit(Block* block) {
       }
     }
   } hold{backend_};
-  // Under a budget the reservation may rise to it: the budget is what the job may hold, and each
-  // giving back costs a wait for the device on CUDA (and page faults on the host) when the memory
-  // is wanted again. Without one, the high-water mark keeps the reservation tight.
-  const bool past_mark = options_.budget_bytes == 0 && stats_.reserved_bytes + needed > high_water_;
-  if (over_budget || past_mark) {
+  if (const std::size_t limit = commit_limit(); stats_.reserved_bytes + needed > limit) {
     backend_.hold_decommitted(true);
     hold.on = true;
     if (over_budget) process_events(/*wait=*/true);
-    const std::size_t limit = options_.budget_bytes != 0 ? options_.budget_bytes : high_water_;
-    const std::size_t excess =
-        stats_.reserved_bytes + needed > limit ? stats_.reserved_bytes + needed - limit : 0;
-    if (decommit_free(excess) > 0 && over_budget) ++stats_.cache_flushes;
+    if (decommit_free(stats_.reserved_bytes + needed - limit) > 0 && over_budget) {
+      ++stats_.cache_flushes;
+    }
   }
   if (options_.budget_bytes != 0 && stats_.reserved_bytes + needed > options_.budget_bytes) {
     hold.end();

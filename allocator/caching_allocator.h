@@ -113,6 +113,22 @@ class CachingAllocator {
 
   FreeSet& pool_of(const Block& b) { return b.small ? small_free_ : large_free_; }
   Block* take_free(bool small, Stream stream, std::size_t size);
+  // Whether every byte of the segment `block` lies in is committed: always where segments are held
+  // whole, and the steady state of a training loop where they are committed by granule.
+  static bool wholly_committed(const Block& block) {
+    return block.segment->committed_bytes == block.segment->size;
+  }
+  // Committed by granule, the reservation past which cached granules are given back before more
+  // are committed. Under a budget, the budget: it is what the job may hold, and each giving back
+  // costs a wait for the device on CUDA (and page faults on the host) when the memory is wanted
+  // again. Without one, the high-water mark, which keeps the reservation tight.
+  std::size_t commit_limit() const {
+    return options_.budget_bytes != 0 ? options_.budget_bytes : high_water_;
+  }
+  // Of `best` (the best fit for `size` bytes) and the 64 free blocks after it on its stream, the
+  // one whose first `size` bytes need the fewest granules committed; `best` where committing its
+  // granules would not pass the budget.
+  FreeSet::iterator least_to_commit(FreeSet& pool, FreeSet::iterator best, std::size_t size) const;
   // Bytes of the granules under the first `size` bytes of `block` that are not committed.
   std::size_t uncommitted_bytes(const Block& block, std::size_t size) const;
   Block* reserve_segment(bool small, Stream stream, std::size_t size);

@@ -479,26 +479,6 @@ TEST_F(GranularPoolTest, OnlyWhatTheCommitNeedsIsGivenBack) {
   for (void* p : {b, d, e}) pool_.free(p);
 }
 
-TEST_F(GranularPoolTest, CommittedMemoryServesBeforeABetterFitThatWouldCommit) {
-  // a and b fill 16 MiB of a 20 MiB segment, whose last 4 MiB were never committed; c's segment
-  // of 12 MiB is freed whole, its memory still committed: 28 MiB, the high-water mark.
-  void* a = pool_.allocate(8 * kMiB);
-  void* b = pool_.allocate(8 * kMiB);
-  void* c = pool_.allocate(12 * kMiB);
-  pool_.free(c);
-  // The best fit for 4 MiB is the uncommitted tail; committing it would pass the mark and give
-  // back 4 MiB of c's hole first (on CUDA, a wait for the device). c's committed hole serves it.
-  void* d = pool_.allocate(4 * kMiB);
-  MemoryStats s = pool_.stats();
-  EXPECT_EQ(s.reserved_bytes, 28 * kMiB);
-  EXPECT_EQ(s.committed_bytes_total, 28 * kMiB);
-  EXPECT_EQ(s.decommitted_bytes_total, 0u);
-  EXPECT_EQ(s.decommits, 0u);
-  EXPECT_EQ(static_cast<char*>(d), static_cast<char*>(c));
-  EXPECT_THAT(pool_.check_invariants(), IsEmpty());
-  for (void* p : {a, b, d}) pool_.free(p);
-}
-
 TEST(GranularPoolBudget, BudgetCountsCommittedBytes) {
   HostBackend backend;
   CachingAllocator pool(backend, CachingAllocator::Options{10 * kMiB, nullptr});
@@ -527,6 +507,43 @@ TEST(GranularPoolBudget, PressureDecommitsCachedHolesOfOtherStreams) {
   EXPECT_EQ(s.decommits, 1u);
   EXPECT_THAT(pool.check_invariants(), IsEmpty());
   pool.free(b);
+}
+
+TEST(GranularPoolBudget, CommittedMemoryServesBeforeABetterFitThatWouldPassTheBudget) {
+  // a and b fill 16 MiB of a 20 MiB segment, whose last 4 MiB were never committed; c's segment
+  // of 12 MiB is freed whole, its memory still committed: 28 MiB, the budget.
+  HostBackend backend;
+  CachingAllocator pool(backend, CachingAllocator::Options{28 * kMiB, nullptr});
+  void* a = pool.allocate(8 * kMiB);
+  void* b = pool.allocate(8 * kMiB);
+  void* c = pool.allocate(12 * kMiB);
+  pool.free(c);
+  // The best fit for 4 MiB is the uncommitted tail; committing it would pass the budget and give
+  // back 4 MiB of c's hole first (on CUDA, a wait for the device). c's committed hole serves it.
+  void* d = pool.allocate(4 * kMiB);
+  MemoryStats s = pool.stats();
+  EXPECT_EQ(s.reserved_bytes, 28 * kMiB);
+  EXPECT_EQ(s.committed_bytes_total, 28 * kMiB);
+  EXPECT_EQ(s.decommitted_bytes_total, 0u);
+  EXPECT_EQ(s.decommits, 0u);
+  EXPECT_EQ(static_cast<char*>(d), static_cast<char*>(c));
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  for (void* p : {a, b, d}) pool.free(p);
+}
+
+TEST(GranularPoolBudget, FarFromTheBudgetTheBestFitIsCommitted) {
+  // The same blocks under a budget with room: the best fit, the uncommitted tail, is committed.
+  HostBackend backend;
+  CachingAllocator pool(backend, CachingAllocator::Options{64 * kMiB, nullptr});
+  void* a = pool.allocate(8 * kMiB);
+  void* b = pool.allocate(8 * kMiB);
+  void* c = pool.allocate(12 * kMiB);
+  pool.free(c);
+  void* d = pool.allocate(4 * kMiB);
+  EXPECT_EQ(static_cast<char*>(d), static_cast<char*>(b) + 8 * kMiB);
+  EXPECT_EQ(pool.stats().reserved_bytes, 32 * kMiB);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  for (void* p : {a, b, d}) pool.free(p);
 }
 
 TEST(GranularPoolBudget, UnderABudgetTheReservationRisesToItBeforeGivingBack) {
