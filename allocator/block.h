@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "allocator/backend.h"
+#include "allocator/granule_map.h"
 
 namespace monet {
 
@@ -48,7 +49,7 @@ struct Segment {
   char* base = nullptr;
   std::size_t size = 0;
   Block* head = nullptr;            // the block at `base`; it stays first as blocks split and merge
-  std::vector<bool> committed;      // per granule; empty when the segment is held whole
+  GranuleMap committed;             // per granule; empty when the segment is held whole
   std::size_t committed_bytes = 0;  // what the segment counts as reserved
 };
 

@@ -169,11 +169,8 @@ CachingAllocator::FreeSet::iterator CachingAllocator::least_to_commit(FreeSet& p
 std::size_t CachingAllocator::uncommitted_bytes(const Block& block, std::size_t size) const {
   const Segment& segment = *block.segment;
   const auto offset = static_cast<std::size_t>(block.address - segment.base);
-  std::size_t missing = 0;
-  for (std::size_t g = offset / granularity_; g <= (offset + size - 1) / granularity_; ++g) {
-    if (!segment.committed[g]) missing += granularity_;
-  }
-  return missing;
+  const std::size_t first = offset / granularity_, end = (offset + size - 1) / granularity_ + 1;
+  return (end - first - segment.committed.count(first, end)) * granularity_;
 }
 
 Block* CachingAllocator::reserve_segment(bool small, Stream stream, std::size_t size) {
@@ -230,7 +227,7 @@ Block* CachingAllocator::try_reserve(bool small, Stream stream, std::size_t byte
     stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
     high_water_ = std::max(high_water_, stats_.reserved_bytes);
   } else {
-    segment.committed.assign(bytes / granularity_, false);
+    segment.committed.assign(bytes / granularity_);
   }
   return block;
 }
@@ -290,13 +287,13 @@ bool CachingAllocator::commit_granules(Block* block) {
   const std::size_t first = static_cast<std::size_t>(block->address - segment.base) / granularity_;
   const std::size_t last =
       static_cast<std::size_t>(block->address + block->size - 1 - segment.base) / granularity_;
-  for (std::size_t g = first; g <= last; ++g) {
-    if (segment.committed[g]) continue;
-    std::size_t end = g;  // commit runs of uncommitted granules in one call
-    while (end + 1 <= last && !segment.committed[end + 1]) ++end;
-    const std::size_t bytes = (end - g + 1) * granularity_;
+  // Runs of uncommitted granules, each committed in one call.
+  for (std::size_t g = segment.committed.run_end(first, last + 1, true); g <= last;
+       g = segment.committed.run_end(g, last + 1, true)) {
+    const std::size_t end = segment.committed.run_end(g, last + 1, false);
+    const std::size_t bytes = (end - g) * granularity_;
     if (!backend_.commit(segment.base + g * granularity_, bytes)) return false;
-    for (std::size_t i = g; i <= end; ++i) segment.committed[i] = true;
+    segment.committed.set(g, end, true);
     segment.committed_bytes += bytes;
     stats_.reserved_bytes += bytes;
     stats_.committed_bytes_total += bytes;
@@ -310,13 +307,12 @@ bool CachingAllocator::commit_granules(Block* block) {
 std::size_t CachingAllocator::decommit_range(Segment& segment, std::size_t first,
                                              std::size_t last) {
   std::size_t released = 0;
-  for (std::size_t g = first; g < last; ++g) {
-    if (!segment.committed[g]) continue;
-    std::size_t end = g;
-    while (end + 1 < last && segment.committed[end + 1]) ++end;
-    const std::size_t bytes = (end - g + 1) * granularity_;
+  for (std::size_t g = segment.committed.run_end(first, last, false); g < last;
+       g = segment.committed.run_end(g, last, false)) {
+    const std::size_t end = segment.committed.run_end(g, last, true);
+    const std::size_t bytes = (end - g) * granularity_;
     backend_.decommit(segment.base + g * granularity_, bytes);
-    for (std::size_t i = g; i <= end; ++i) segment.committed[i] = false;
+    segment.committed.set(g, end, false);
     released += bytes;
     g = end;
   }
@@ -342,7 +338,7 @@ std::size_t CachingAllocator::decommit_free(std::size_t at_least) {
       const std::size_t wanted = at_least - released;
       std::size_t g = last;
       for (std::size_t found = 0; g > first && found < wanted;) {
-        if (segment.committed[--g]) found += granularity_;
+        if (segment.committed.test(--g)) found += granularity_;
       }
       if (g < last) released += decommit_range(segment, g, last);
     }
@@ -585,8 +581,7 @@ std::vector<std::string> CachingAllocator::check_invariants() {
       report(fmt::format("segment {} does not start with its first block", base));
     }
     if (granularity_ != 0) {
-      const auto committed = static_cast<std::size_t>(
-          std::count(segment.committed.begin(), segment.committed.end(), true));
+      const std::size_t committed = segment.committed.count();
       if (committed * granularity_ != segment.committed_bytes) {
         report(fmt::format("segment {} counts {} committed bytes but {} granules are", base,
                            segment.committed_bytes, committed));
@@ -634,14 +629,8 @@ std::vector<std::string> CachingAllocator::check_invariants() {
             report(fmt::format("allocated block {} not indexed", b->address));
           }
           if (granularity_ != 0) {
-            const auto offset = static_cast<std::size_t>(b->address - base);
-            for (std::size_t g = offset / granularity_; g <= (offset + b->size - 1) / granularity_;
-                 ++g) {
-              if (!segment.committed[g]) {
-                report(
-                    fmt::format("allocated block {} lies on an uncommitted granule", b->address));
-                break;
-              }
+            if (uncommitted_bytes(*b, b->size) != 0) {
+              report(fmt::format("allocated block {} lies on an uncommitted granule", b->address));
             }
           }
           break;

@@ -35,6 +35,23 @@ void BM_MonetPool(benchmark::State& state) {
 }
 BENCHMARK(BM_MonetPool)->Apply(sizes);
 
+// The pool as monet's CPU pool holds memory: committed by 64 KiB granule (madvise), so that
+// cached granules can be given back without giving back their segment.
+void BM_MonetGranularPool(benchmark::State& state) {
+  monet::HostBackend::Options host;
+  host.granularity = std::size_t{64} << 10;
+  monet::HostBackend backend(host);
+  monet::CachingAllocator pool(backend, {});
+  const auto n = static_cast<std::size_t>(state.range(0));
+  pool.free(pool.allocate(n));
+  for (auto _ : state) {
+    void* p = pool.allocate(n);
+    benchmark::DoNotOptimize(p);
+    pool.free(p);
+  }
+}
+BENCHMARK(BM_MonetGranularPool)->Apply(sizes);
+
 void BM_GlibcMalloc(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   for (auto _ : state) {
