@@ -22,8 +22,8 @@ void sizes(benchmark::internal::Benchmark* b) {
   for (long n : {64L, 4L << 10, 256L << 10, 4L << 20, 64L << 20}) b->Arg(n);
 }
 
-void BM_MonetPool(benchmark::State& state) {
-  monet::HostBackend backend;
+// Times the cached pair of state.range(0) bytes in a fresh pool over `backend`.
+void time_cached_pairs(benchmark::State& state, monet::Backend& backend) {
   monet::CachingAllocator pool(backend, {});
   const auto n = static_cast<std::size_t>(state.range(0));
   pool.free(pool.allocate(n));  // warm the cache: the segment is reserved once
@@ -33,6 +33,11 @@ void BM_MonetPool(benchmark::State& state) {
     pool.free(p);
   }
 }
+
+void BM_MonetPool(benchmark::State& state) {
+  monet::HostBackend backend;
+  time_cached_pairs(state, backend);
+}
 BENCHMARK(BM_MonetPool)->Apply(sizes);
 
 // The pool as monet's CPU pool holds memory: committed by 64 KiB granule (madvise), so that
@@ -41,14 +46,7 @@ void BM_MonetGranularPool(benchmark::State& state) {
   monet::HostBackend::Options host;
   host.granularity = std::size_t{64} << 10;
   monet::HostBackend backend(host);
-  monet::CachingAllocator pool(backend, {});
-  const auto n = static_cast<std::size_t>(state.range(0));
-  pool.free(pool.allocate(n));
-  for (auto _ : state) {
-    void* p = pool.allocate(n);
-    benchmark::DoNotOptimize(p);
-    pool.free(p);
-  }
+  time_cached_pairs(state, backend);
 }
 BENCHMARK(BM_MonetGranularPool)->Apply(sizes);
 
