@@ -288,8 +288,8 @@ bool CachingAllocator::commit_granules(Block* block) {
   const std::size_t last =
       static_cast<std::size_t>(block->address + block->size - 1 - segment.base) / granularity_;
   // Runs of uncommitted granules, each committed in one call.
-  for (std::size_t g = segment.committed.run_end(first, last + 1, true); g <= last;
-       g = segment.committed.run_end(g, last + 1, true)) {
+  std::size_t g = segment.committed.run_end(first, last + 1, true);
+  while (g <= last) {
     const std::size_t end = segment.committed.run_end(g, last + 1, false);
     const std::size_t bytes = (end - g) * granularity_;
     if (!backend_.commit(segment.base + g * granularity_, bytes)) return false;
@@ -297,7 +297,7 @@ bool CachingAllocator::commit_granules(Block* block) {
     segment.committed_bytes += bytes;
     stats_.reserved_bytes += bytes;
     stats_.committed_bytes_total += bytes;
-    g = end;
+    g = segment.committed.run_end(end, last + 1, true);
   }
   stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
   high_water_ = std::max(high_water_, stats_.reserved_bytes);
@@ -307,14 +307,15 @@ bool CachingAllocator::commit_granules(Block* block) {
 std::size_t CachingAllocator::decommit_range(Segment& segment, std::size_t first,
                                              std::size_t last) {
   std::size_t released = 0;
-  for (std::size_t g = segment.committed.run_end(first, last, false); g < last;
-       g = segment.committed.run_end(g, last, false)) {
+  // Runs of committed granules, each given back in one call.
+  std::size_t g = segment.committed.run_end(first, last, false);
+  while (g < last) {
     const std::size_t end = segment.committed.run_end(g, last, true);
     const std::size_t bytes = (end - g) * granularity_;
     backend_.decommit(segment.base + g * granularity_, bytes);
     segment.committed.set(g, end, false);
     released += bytes;
-    g = end;
+    g = segment.committed.run_end(end, last, false);
   }
   segment.committed_bytes -= released;
   stats_.reserved_bytes -= released;
