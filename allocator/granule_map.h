@@ -18,8 +18,7 @@ class GranuleMap {
     words_.assign((granules + kBits - 1) / kBits, 0);
     size_ = granules;
   }
-  std::size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
+  std::size_t size() const { return size_; }  // 0 where the segment is held whole
 
   bool test(std::size_t g) const { return (words_[g / kBits] >> (g % kBits)) & 1U; }
 
