@@ -5,6 +5,8 @@
 #include <limits>
 #include <optional>
 
+#include "predictor/cholesky.h"
+
 namespace monet {
 namespace {
 
@@ -12,42 +14,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // Ridge on the normal equations, relative to their mean diagonal: keeps collinear terms (say
 // batch and batch^2 when batch never varied) solvable without changing well-posed fits.
 constexpr double kRidge = 1e-12;
-
-// In-place Cholesky of the p x p row-major matrix `a` (lower triangle used). False if not
-// positive definite.
-bool cholesky(int p, double* a) {
-  for (int j = 0; j < p; ++j) {
-    double d = a[j * p + j];
-    for (int k = 0; k < j; ++k) d -= a[j * p + k] * a[j * p + k];
-    if (!(d > 0.0)) return false;
-    d = std::sqrt(d);
-    a[j * p + j] = d;
-    for (int i = j + 1; i < p; ++i) {
-      double s = a[i * p + j];
-      for (int k = 0; k < j; ++k) s -= a[i * p + k] * a[j * p + k];
-      a[i * p + j] = s / d;
-    }
-  }
-  return true;
-}
-
-// Solves L z = b (forward substitution) in place.
-void forward(int p, const double* l, double* b) {
-  for (int i = 0; i < p; ++i) {
-    double s = b[i];
-    for (int k = 0; k < i; ++k) s -= l[i * p + k] * b[k];
-    b[i] = s / l[i * p + i];
-  }
-}
-
-// Solves L^T x = b (back substitution) in place.
-void backward(int p, const double* l, double* b) {
-  for (int i = p - 1; i >= 0; --i) {
-    double s = b[i];
-    for (int k = i + 1; k < p; ++k) s -= l[k * p + i] * b[k];
-    b[i] = s / l[i * p + i];
-  }
-}
 
 struct Candidate {
   std::array<int, kMaxTerms> terms{};
@@ -133,8 +99,8 @@ void fit(const Problem& pr, Candidate& c, double* l_out, double* beta_out) {
   c.score = kInf;
   c.rss = kInf;
   if (!cholesky(p, l)) return;
-  forward(p, l, beta);
-  backward(p, l, beta);
+  forward_substitute(p, l, beta);
+  back_substitute(p, l, beta);
   if (l_out) std::copy(l, l + p * p, l_out);
   if (beta_out) std::copy(beta, beta + p, beta_out);
   c.negative = false;
@@ -150,7 +116,7 @@ void fit(const Problem& pr, Candidate& c, double* l_out, double* beta_out) {
       fitted += z[a] * beta[a];
     }
     c.rss += (pr.t[i] - fitted) * (pr.t[i] - fitted);
-    forward(p, l, z);
+    forward_substitute(p, l, z);
     double h = 0.0;
     for (int a = 0; a < p; ++a) h += z[a] * z[a];
     // A shape of leverage 1 alone determines part of the fit (the other shapes leave some terms
@@ -180,8 +146,8 @@ FittedLaw to_law(const Problem& pr, Candidate c) {
   for (int col = 0; col < p; ++col) {
     double e[kMaxTerms] = {};
     e[col] = 1.0;
-    forward(p, l, e);
-    backward(p, l, e);
+    forward_substitute(p, l, e);
+    back_substitute(p, l, e);
     for (int row = 0; row < p; ++row) {
       out.inverse_gram[row * p + col] = e[row] * pr.k[c.terms[row]] * pr.k[c.terms[col]];
     }

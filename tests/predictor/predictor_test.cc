@@ -154,6 +154,40 @@ TEST(Predictor, NextShapeTakesTheExtremesFirst) {
   EXPECT_FALSE(p.next_shape_to_profile(candidates).has_value());
 }
 
+// [4, 64] and [8, 32] are equally far from [16, 128] and [2, 16] and each brings a new value of
+// both dims. A time of c + k1*batch*seq + k2*batch*seq^2 through [4, 64] extrapolates to large
+// batches of short sequences ([16, 16]) by far more than through [8, 32]: the batch enters every
+// cost linearly, so the law's terms are batch*seq and batch*seq^2, not batch^2*seq.
+TEST(Predictor, AmongEquallyFarShapesTheTimeLawExtrapolatesLeast) {
+  std::vector<Shape> grid;
+  for (std::int64_t b : {2, 4, 8, 16}) {
+    for (std::int64_t s : {16, 32, 64, 128}) grid.push_back({b, s});
+  }
+  Predictor p = one_stage();
+  for (const Shape& want : {Shape{16, 128}, Shape{2, 16}}) {
+    auto next = p.next_shape_to_profile(grid);
+    ASSERT_TRUE(next);
+    EXPECT_EQ(*next, want);
+    p.observe(*next, 0, 0, attention_like(*next));
+  }
+  auto third = p.next_shape_to_profile(grid);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(*third, (Shape{8, 32}));
+
+  // The batch is known by its name, not its place: with the dims the other way round, the same
+  // shape.
+  PredictorOptions options;
+  options.dim_names = {"seq", "batch"};
+  Predictor swapped(std::vector<StageLayout>{{"attention"}}, options);
+  std::vector<Shape> swapped_grid;
+  for (const Shape& s : grid) swapped_grid.push_back({s[1], s[0]});
+  auto swapped_costs = [](const Shape& s) { return attention_like({s[1], s[0]}); };
+  for (const Shape& s : {Shape{128, 16}, Shape{16, 2}}) swapped.observe(s, 0, 0, swapped_costs(s));
+  third = swapped.next_shape_to_profile(swapped_grid);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(*third, (Shape{32, 8}));
+}
+
 TEST(Predictor, OtherVariantsAppearOnceProfiledEnough) {
   Predictor p(std::vector<StageLayout>{{"relu", {"default", "mask"}}});
   auto costs = [](const Shape& s, double bytes_per) {
