@@ -121,7 +121,9 @@ class Predictor {
   // Among `candidates` (shapes the job has met), the one to profile next, or nullopt when each is
   // profiled or confidently predicted. First the largest shape, then always the one farthest (in
   // log dims, normalised by their range) from every profiled shape: the extremes of the range
-  // first, so that later predictions interpolate. Ties go to the larger error bound.
+  // first, so that later predictions interpolate. Among equally far shapes, the one under which a
+  // stage's time law would extrapolate least to the other candidates (a dim named "batch" enters
+  // costs linearly); then the larger error bound. docs/predictor.md has the rules.
   std::optional<Shape> next_shape_to_profile(const std::vector<Shape>& candidates) const;
 
   int num_stages() const { return static_cast<int>(layout_.size()); }
