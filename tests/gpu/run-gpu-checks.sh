@@ -219,10 +219,11 @@ step_predictor() {
   cmake --build build-gpu -j16 --target predictor_real_tests > "$logs/build-predictor.log" 2>&1
   check "build of predictor_real_tests" $?
   # One thread (the test sets it), pinned to one core: the times without another tenant's load.
+  # Every shape's measurements come back too (one JSON line a shape), to fit laws on offline.
   local run
   for run in 1 2 3; do
-    bounded taskset -c 2 build-gpu/predictor/predictor_real_tests \
-      > "$logs/predictor-real-$run.log" 2>&1
+    MONET_TEST_DUMP="$out/predictor-real-$run.jsonl" bounded taskset -c 2 \
+      build-gpu/predictor/predictor_real_tests > "$logs/predictor-real-$run.log" 2>&1
     check "predictor_real_tests, run $run" $?
     grep -hE 'error' "$logs/predictor-real-$run.log" | tee -a "$out/summary.txt"
   done
