@@ -59,7 +59,8 @@ struct PredictorOptions {
   // A shape whose dims lie beyond the profiled range by more than this factor (above the largest
   // or below the smallest / factor) is not confident: profiling it widens the range instead.
   double extrapolation_limit = 1.25;
-  // Relative noise assumed of measurements when repeated ones do not tell (law_search.h).
+  // Relative noise assumed of measurements when repeated ones do not tell (law_search.h). A time's
+  // error bound is never computed from less than time_noise_floor.
   double bytes_noise_floor = 1e-3;
   double time_noise_floor = 0.02;
 };

@@ -69,6 +69,10 @@ void VariantModel::refit(const ShapeTable& table, const LawSearch& search,
       options.nonnegative_sum = true;
     }
     options.noise = repeated > 0 ? std::sqrt(relative_variance / repeated) : 0.0;
+    // A time is never known better than the floor: three shapes that happen to lie on a line
+    // leave no residual, yet the shapes between them miss by the machine's noise and more.
+    // (Bytes repeat exactly, and an exact law's bound stays 0.)
+    if (!is_bytes(q)) options.noise = std::max(options.noise, time.noise_floor);
     laws_[static_cast<int>(q)] = search.search(points, options);
   }
 }

@@ -227,6 +227,27 @@ TEST(Predictor, BoundsHaveTheChainsLayoutAndGrowWithDistance) {
   EXPECT_GT(out, in);
 }
 
+// Exact times through three shapes leave no residual, yet a time is never known better than the
+// machine's noise: the bound is at least twice the floor. Exact bytes keep a bound of 0.
+TEST(Predictor, ATimeBoundIsNeverBelowTheNoiseFloor) {
+  for (double floor : {0.02, 0.05}) {
+    PredictorOptions options;
+    options.dim_names = {"batch", "seq"};
+    options.time_noise_floor = floor;
+    Predictor p(std::vector<StageLayout>{{"attention"}}, options);
+    for (Shape s : {Shape{32, 512}, Shape{4, 32}, Shape{24, 64}}) {
+      p.observe(s, 0, 0, attention_like(s));
+    }
+    const Prediction at = p.predict_with_bounds({16, 128});
+    const VariantCosts& y = at.chain.stages[0].variants[0];
+    const VariantCosts& bound = at.bounds.stages[0].variants[0];
+    EXPECT_NEAR(y.fwd_time, attention_like({16, 128}).fwd_time, 1e-12);
+    EXPECT_GE(bound.fwd_time, 2 * floor * y.fwd_time) << floor;
+    EXPECT_GE(bound.bwd_time, 2 * floor * y.bwd_time) << floor;
+    EXPECT_EQ(bound.saved_bytes, 0);
+  }
+}
+
 TEST(Predictor, PredictIntoReusesTheChain) {
   Predictor p = Predictor::for_chain(testing::synthetic_transformer({8, 64}, 2));
   for (Shape s : {Shape{32, 512}, Shape{4, 32}, Shape{24, 64}}) {
