@@ -593,18 +593,20 @@ std::optional<Shape> Predictor::next_shape_to_profile(const std::vector<Shape>& 
 
   // Leverages within kSameLeverage of the least are the same; among those shapes, the larger
   // error bound, then the larger shape.
+  auto equally_far = [&](std::size_t i) {
+    return (!any_separates || separates[i]) && dist[i] >= farthest - kEquallyFar;
+  };
   std::vector<double> leverage(open.size(), kInf);
   double least = kInf;
   for (std::size_t i = 0; i < open.size(); ++i) {
-    if ((any_separates && !separates[i]) || dist[i] < farthest - kEquallyFar) continue;
+    if (!equally_far(i)) continue;
     leverage[i] = design_leverage(*open[i]);
     least = std::min(least, leverage[i]);
   }
   const Shape* best = nullptr;
   double best_uncertainty = 0.0;
   for (std::size_t i = 0; i < open.size(); ++i) {
-    if ((any_separates && !separates[i]) || dist[i] < farthest - kEquallyFar) continue;
-    if (leverage[i] > least * kSameLeverage) continue;
+    if (!equally_far(i) || leverage[i] > least * kSameLeverage) continue;
     const double u = uncertainty(*open[i]);
     if (best == nullptr || u > best_uncertainty * (1.0 + 1e-9) ||
         (u >= best_uncertainty / (1.0 + 1e-9) && log_size(*open[i]) > log_size(*best))) {
