@@ -3,9 +3,14 @@
 # already present are left as they are, and apt is not touched when nothing is missing.
 set -euo pipefail
 
+# libopenblas0-serial: Debian's LibTorch multiplies matrices through whichever libblas.so.3
+# update-alternatives names, the reference BLAS unless an optimised one is installed. OpenBLAS's
+# serial build is several times faster and starts no threads of its own, so ATen's intra-op
+# threads are the only ones (a threaded BLAS inside them would oversubscribe the cores, and the
+# predictor's tests time each stage as its thread's CPU time).
 packages=(
   build-essential cmake ninja-build ccache pkg-config
-  libtorch-dev libfmt-dev libboost-dev nlohmann-json3-dev
+  libtorch-dev libopenblas0-serial libfmt-dev libboost-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-torchvision
 )

@@ -9,7 +9,11 @@
 //   and its weight reorders by shape, so a stage's peak is a maximum of several laws that three
 //   shapes cannot tell apart; the native path's workspace is a plain function of the shape.
 // - One intra-op thread, so that every kernel of a stage runs on the measuring thread and its CPU
-//   time is the stage's time; time the core spends on other processes does not count.
+//   time is the stage's time; time the core spends on other processes does not count. The BLAS
+//   must not start threads of its own either: scripts/install-deps.sh installs OpenBLAS's serial
+//   build, which Debian then links in place of the reference BLAS (the test prints which it
+//   found). The reference BLAS runs these models about five times slower, and its time for
+//   products of equal size varies with their shapes by up to half.
 // - Times are the median of several visits to each shape, the visits to all shapes interleaved
 //   (a burst of load on the machine hits one visit of many shapes, not every visit of one), each
 //   visit a warm-up step and a timed one (the timed step finds the pool and the caches as a
@@ -37,6 +41,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
@@ -137,8 +142,26 @@ std::vector<VariantCosts> measure_step(torch::nn::Sequential& net, const torch::
   return costs;
 }
 
+// The BLAS library this process maps (Debian chooses it by update-alternatives): the times
+// measured here depend on it, so the test names it.
+std::string blas_library() {
+  std::FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return "unknown (no /proc/self/maps)";
+  std::string found = "none mapped";
+  char line[4096];
+  while (std::fgets(line, sizeof line, maps) != nullptr) {
+    const char* path = std::strchr(line, '/');
+    if (path == nullptr || std::strstr(path, "blas") == nullptr) continue;
+    found = path;
+    if (!found.empty() && found.back() == '\n') found.pop_back();
+    break;
+  }
+  std::fclose(maps);
+  return found;
+}
+
 // How fast the core runs now: CPU seconds of a fixed piece of work like the stages' own (matrix
-// products through LibTorch's BLAS), about half a millisecond on an unloaded core.
+// products through the BLAS), about 0.1 ms on an unloaded core with OpenBLAS.
 class SpeedGauge {
  public:
   SpeedGauge() : a_(torch::randn({64, 64})), b_(torch::randn({64, 64})) {}
@@ -205,23 +228,28 @@ struct HeadImpl : torch::nn::Module {
 };
 TORCH_MODULE(Head);
 
-// Input [batch, 3, H, W]; H and W multiples of 4. Widths 8, 16, 32: ATen's native convolution
-// runs through the BLAS that LibTorch was built with (Debian's: the reference one), which is slow,
-// and the test must stay well under a minute.
+// Input [batch, 3, H, W]; H and W multiples of 4. Widths 32, 64, 128: ATen's native convolution
+// is im2col and a product through the system's BLAS (OpenBLAS, scripts/install-deps.sh). Narrower
+// stages are mostly per-call overhead, which no law of the shape follows. On Debian's reference
+// BLAS the test at these widths took 101 s, against 20 s on OpenBLAS.
 torch::nn::Sequential make_cnn() {
-  return torch::nn::Sequential(Stem(8), BasicBlock(8, 8, 1), BasicBlock(8, 16, 2),
-                               BasicBlock(16, 32, 2), Head(32));
+  return torch::nn::Sequential(Stem(32), BasicBlock(32, 32, 1), BasicBlock(32, 64, 2),
+                               BasicBlock(64, 128, 2), Head(128));
 }
 
-// Input [seq, batch, 32] (LibTorch's encoder layer takes the sequence first): an input
-// projection, two encoder layers of width 32 (4 heads, feed-forward 128), an output projection.
+constexpr int kTransformerWidth = 128;
+
+// Input [seq, batch, 128] (LibTorch's encoder layer takes the sequence first): an input
+// projection, two encoder layers of width 128 (4 heads, feed-forward 512), an output projection.
 torch::nn::Sequential make_transformer() {
   auto layer = [] {
     return torch::nn::TransformerEncoderLayer(
-        torch::nn::TransformerEncoderLayerOptions(32, 4).dim_feedforward(128).dropout(0.1));
+        torch::nn::TransformerEncoderLayerOptions(kTransformerWidth, 4)
+            .dim_feedforward(4 * kTransformerWidth)
+            .dropout(0.1));
   };
-  return torch::nn::Sequential(torch::nn::Linear(32, 32), layer(), layer(),
-                               torch::nn::Linear(32, 32));
+  return torch::nn::Sequential(torch::nn::Linear(kTransformerWidth, kTransformerWidth), layer(),
+                               layer(), torch::nn::Linear(kTransformerWidth, kTransformerWidth));
 }
 
 // --- measuring every shape of a grid -----------------------------------------------------------
@@ -582,6 +610,7 @@ class RealModels : public ::testing::Test {
     install_cpu_allocator();
     torch::set_num_threads(1);
     at::globalContext().setUserEnabledMkldnn(false);
+    std::printf("BLAS: %s\n", blas_library().c_str());
   }
 };
 
@@ -607,7 +636,7 @@ Experiment transformer() {
   for (std::int64_t b : {2, 4, 8, 16}) {
     for (std::int64_t s : {16, 32, 64, 128}) e.candidates.push_back({b, s});
   }
-  e.input = [](const Shape& s) { return torch::randn({s[1], s[0], 32}); };
+  e.input = [](const Shape& s) { return torch::randn({s[1], s[0], kTransformerWidth}); };
   e.net = make_transformer();
   e.net->train();
   return e;
