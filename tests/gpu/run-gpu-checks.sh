@@ -28,7 +28,7 @@ steps=("$@")
 ((${#steps[@]})) || steps=(build device-tests hooks kernels runtime monet-bench)
 # The smallest time each step needs to prove anything, seconds.
 declare -A need=([build]=0 [device-tests]=60 [hooks]=60 [kernels]=45 [runtime]=60
-  [monet-bench]=90 [ctest]=300 [bench]=60 [predictor]=40)
+  [monet-bench]=90 [ctest]=300 [bench]=60 [predictor]=60)
 deadline=$((SECONDS + ${MONET_GPU_SECONDS:-540}))
 bench_args=${MONET_GPU_BENCH_ARGS:---budgets 80,45,33 --rounds 3}
 for s in "${steps[@]}"; do
@@ -225,7 +225,7 @@ step_predictor() {
     MONET_TEST_DUMP="$out/predictor-real-$run.jsonl" bounded taskset -c 2 \
       build-gpu/predictor/predictor_real_tests > "$logs/predictor-real-$run.log" 2>&1
     check "predictor_real_tests, run $run" $?
-    grep -hE 'error' "$logs/predictor-real-$run.log" | tee -a "$out/summary.txt"
+    grep -hE 'BLAS|error' "$logs/predictor-real-$run.log" | tee -a "$out/summary.txt"
   done
 }
 

@@ -147,7 +147,7 @@ std::vector<VariantCosts> measure_step(torch::nn::Sequential& net, const torch::
 std::string blas_library() {
   std::FILE* maps = std::fopen("/proc/self/maps", "r");
   if (maps == nullptr) return "unknown (no /proc/self/maps)";
-  std::string found = "none mapped";
+  std::string found = "none mapped (LibTorch may carry its BLAS inside)";
   char line[4096];
   while (std::fgets(line, sizeof line, maps) != nullptr) {
     const char* path = std::strchr(line, '/');
