@@ -31,6 +31,7 @@
 // MONET_TEST_VERBOSE=1 prints every visit and law; MONET_TEST_DUMP=FILE appends every shape's
 // measured costs to FILE, one JSON line a shape, for comparing laws offline on one run's data.
 #include <ATen/Context.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -41,7 +42,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <map>
@@ -142,22 +143,17 @@ std::vector<VariantCosts> measure_step(torch::nn::Sequential& net, const torch::
   return costs;
 }
 
-// The BLAS library this process maps (Debian chooses it by update-alternatives): the times
-// measured here depend on it, so the test names it.
+// The library that LibTorch's matrix products resolve to (Debian chooses libblas.so.3 by
+// update-alternatives): the times measured here depend on it, so the test names it.
 std::string blas_library() {
-  std::FILE* maps = std::fopen("/proc/self/maps", "r");
-  if (maps == nullptr) return "unknown (no /proc/self/maps)";
-  std::string found = "none mapped (LibTorch may carry its BLAS inside)";
-  char line[4096];
-  while (std::fgets(line, sizeof line, maps) != nullptr) {
-    const char* path = std::strchr(line, '/');
-    if (path == nullptr || std::strstr(path, "blas") == nullptr) continue;
-    found = path;
-    if (!found.empty() && found.back() == '\n') found.pop_back();
-    break;
+  void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
+  Dl_info info{};
+  if (sgemm == nullptr || dladdr(sgemm, &info) == 0 || info.dli_fname == nullptr) {
+    return "no sgemm_ found (LibTorch may carry its BLAS inside)";
   }
-  std::fclose(maps);
-  return found;
+  std::error_code error;
+  const std::filesystem::path file = std::filesystem::canonical(info.dli_fname, error);
+  return error ? info.dli_fname : file.string();  // through the alternatives' links
 }
 
 // How fast the core runs now: CPU seconds of a fixed piece of work like the stages' own (matrix
@@ -610,7 +606,13 @@ class RealModels : public ::testing::Test {
     install_cpu_allocator();
     torch::set_num_threads(1);
     at::globalContext().setUserEnabledMkldnn(false);
-    std::printf("BLAS: %s\n", blas_library().c_str());
+    const std::string blas = blas_library();
+    std::printf("BLAS: %s\n", blas.c_str());
+    if (blas.find("/blas/") != std::string::npos) {  // Debian's reference BLAS lives in blas/
+      std::printf(
+          "  the reference BLAS: this test takes minutes and its times are less regular; "
+          "scripts/install-deps.sh installs OpenBLAS's serial build\n");
+    }
   }
 };
 
