@@ -610,7 +610,7 @@ class RealModels : public ::testing::Test {
     std::printf("BLAS: %s\n", blas.c_str());
     if (blas.find("/blas/") != std::string::npos) {  // Debian's reference BLAS lives in blas/
       std::printf(
-          "  the reference BLAS: this test takes minutes and its times are less regular; "
+          "  the reference BLAS: this test takes about five times as long, its times less regular; "
           "scripts/install-deps.sh installs OpenBLAS's serial build\n");
     }
   }
