@@ -179,6 +179,12 @@ void Predictor::check_costs(int stage, int variant, const VariantCosts& measured
 
 void Predictor::start(int dims) {
   basis_ = std::make_unique<MonomialBasis>(dims, std::min(options_.max_total_degree, 2 * dims));
+  per_sample_term_ = -1;
+  if (const int batch = batch_dim(options_); batch >= 0 && batch < dims) {
+    for (int m = 0; m < basis_->size(); ++m) {
+      if (basis_->total_degree(m) == 1 && basis_->exponents(m)[batch] == 1) per_sample_term_ = m;
+    }
+  }
   table_ = std::make_unique<ShapeTable>(basis_.get());
   search_ = std::make_unique<LawSearch>(basis_.get());
 }
@@ -245,7 +251,7 @@ void Predictor::set_fixed_bytes(std::int64_t bytes) {
 }
 
 void Predictor::refit(int stage, int variant) {
-  models_[stage][variant].refit(*table_, *search_, bytes_search_, time_search_);
+  models_[stage][variant].refit(*table_, *search_, bytes_search_, time_search_, per_sample_term_);
 }
 
 bool Predictor::variant_included(int stage, int variant, int shape_id) const {

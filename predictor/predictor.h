@@ -9,8 +9,9 @@
 //
 // Each quantity of each stage variant gets its own law, a sum of at most max_terms monomials of
 // the varying dims (exponents <= 2), chosen by leave-one-out error over the profiled shapes
-// (law_search.h); a time is the non-negative sum of the constant and its byte laws' monomials
-// once there are as many profiled shapes as those terms (LawSearchOptions::nonnegative_sum). At
+// (law_search.h); a time is the non-negative sum of the constant, its byte laws' monomials and,
+// where a dim is named "batch" and a term is free, a cost per sample, once there are as many
+// profiled shapes as those terms (LawSearchOptions::nonnegative_sum). At
 // profiled shapes the measurements themselves are returned. docs/predictor.md
 // describes the model, the confidence rule and the JSON state.
 //
@@ -42,7 +43,9 @@ struct StageLayout {
 };
 
 struct PredictorOptions {
-  // Names of the varying dims ("batch", "seq"), used in messages and laws; optional.
+  // Names of the varying dims ("batch", "seq"), used in messages and laws; optional. A dim named
+  // "batch" (any case) is known to hold independent samples: times may then carry a cost per
+  // sample, and the shapes to profile are chosen knowing that samples do not interact.
   std::vector<std::string> dim_names;
   // Most monomials in one law (1..4). With n profiled shapes, laws of up to n - 1 terms are tried.
   int max_terms = 3;
@@ -170,6 +173,7 @@ class Predictor {
   LawSearchOptions bytes_search_;
   LawSearchOptions time_search_;
   std::unique_ptr<MonomialBasis> basis_;  // made at the first observation
+  int per_sample_term_ = -1;              // the basis monomial `batch`, or -1 (no dim named so)
   std::unique_ptr<ShapeTable> table_;
   std::unique_ptr<LawSearch> search_;
   std::vector<std::vector<VariantModel>> models_;  // [stage][variant]

@@ -28,13 +28,18 @@ void VariantModel::restore(int shape_id, const ShapeMeasurements& measurements) 
 }
 
 void VariantModel::refit(const ShapeTable& table, const LawSearch& search,
-                         const LawSearchOptions& bytes, const LawSearchOptions& time) {
+                         const LawSearchOptions& bytes, const LawSearchOptions& time,
+                         int per_sample_term) {
   std::vector<LawPoint> points;
   points.reserve(measured_shapes_);
   // Times are fitted from the constant and the monomials of this variant's byte laws: a stage's
   // work grows with the tensors it makes, and three noisy times alone cannot tell batch*seq from
-  // batch^2. Each of those terms is a cost, so all of them are fitted at once with none negative
-  // (LawSearchOptions::nonnegative_sum) as soon as there are as many shapes as terms.
+  // batch^2. Where those leave a term free (fewer than time.max_terms), a cost per sample joins
+  // them: work done once per sample that makes no tensor of its own, such as ATen's native
+  // convolution, which loops over the batch, unfolding and multiplying image by image
+  // (docs/predictor.md, "A cost per sample"). Each of those terms is a cost, so all of them are
+  // fitted at once with none negative (LawSearchOptions::nonnegative_sum) as soon as there are as
+  // many shapes as terms.
   std::vector<int> time_terms = {0};
   for (Quantity q : kAllQuantities) {
     points.clear();
@@ -47,6 +52,11 @@ void VariantModel::refit(const ShapeTable& table, const LawSearch& search,
             time_terms.push_back(law.terms[t]);
           }
         }
+      }
+      if (per_sample_term >= 0 && time_terms.size() > 1 &&
+          static_cast<int>(time_terms.size()) < time.max_terms &&
+          std::find(time_terms.begin(), time_terms.end(), per_sample_term) == time_terms.end()) {
+        time_terms.push_back(per_sample_term);
       }
     }
     // Pooled relative variance of the shapes' means, over shapes measured more than once.

@@ -34,9 +34,11 @@ class VariantModel {
   // Replaces the statistics at `shape_id` (a warm start). The laws are stale until refit().
   void restore(int shape_id, const ShapeMeasurements& measurements);
 
-  // Refits every quantity's law from the statistics.
+  // Refits every quantity's law from the statistics. `per_sample_term`: the basis monomial of the
+  // dim that holds independent samples (batch), which a time may take as a cost per sample; -1
+  // when no dim is known to.
   void refit(const ShapeTable& table, const LawSearch& search, const LawSearchOptions& bytes,
-             const LawSearchOptions& time);
+             const LawSearchOptions& time, int per_sample_term = -1);
 
   bool measured(int shape_id) const {
     return shape_id >= 0 && shape_id < static_cast<int>(shapes_.size()) &&

@@ -188,6 +188,59 @@ TEST(Predictor, AmongEquallyFarShapesTheTimeLawExtrapolatesLeast) {
   EXPECT_EQ(*third, (Shape{32, 8}));
 }
 
+// A convolution that loops over the images of its batch: its feature maps grow with batch*H*W,
+// its time with a constant, batch*H*W and a cost per image. Named dims let the time take the
+// batch term, which no byte law has; unnamed ones leave the law two terms, which miss.
+TEST(Predictor, ATimeTakesACostPerSampleWhereTheBatchIsNamed) {
+  auto conv_like = [](const Shape& s) {
+    const double b = static_cast<double>(s[0]), pixels = b * s[1] * s[2];
+    VariantCosts v;
+    v.out_bytes = static_cast<std::int64_t>(128 * pixels);
+    v.saved_bytes = static_cast<std::int64_t>(256 * pixels);
+    v.fwd_time = 5e-5 + 2e-4 * b + 4e-7 * pixels;
+    v.bwd_time = 2 * v.fwd_time;
+    return v;
+  };
+  std::vector<Shape> grid;
+  for (std::int64_t b : {2, 4, 8}) {
+    for (std::int64_t h : {16, 32, 48}) {
+      for (std::int64_t w : {16, 32, 48}) grid.push_back({b, h, w});
+    }
+  }
+  auto worst_time_error = [&](const std::vector<std::string>& names, std::string* law) {
+    PredictorOptions options;
+    options.dim_names = names;
+    Predictor p(std::vector<StageLayout>{{"conv"}}, options);
+    for (int i = 0; i < 3; ++i) {
+      auto next = p.next_shape_to_profile(grid);
+      EXPECT_TRUE(next);
+      if (!next) return 1.0;
+      p.observe(*next, 0, 0, conv_like(*next));
+    }
+    double worst = 0.0;
+    for (const Shape& s : grid) {
+      const double want = conv_like(s).fwd_time;
+      worst = std::max(worst, std::abs(p.predict(s).stages[0].variants[0].fwd_time - want) / want);
+    }
+    *law = p.describe_law(0, 0, Quantity::kFwdTime);
+    return worst;
+  };
+  // Whether `law` ("5e-05 + 0.0002*batch + ...") has the term k*`monomial`.
+  auto has_term = [](const std::string& law, const std::string& monomial) {
+    const std::string term = "*" + monomial;
+    for (std::size_t at = law.find(term); at != std::string::npos; at = law.find(term, at + 1)) {
+      const std::size_t end = at + term.size();
+      if (end == law.size() || law[end] == ' ') return true;
+    }
+    return false;
+  };
+  std::string law;
+  EXPECT_LT(worst_time_error({"batch", "height", "width"}, &law), 1e-6) << law;
+  EXPECT_TRUE(has_term(law, "batch")) << law;
+  EXPECT_GT(worst_time_error({}, &law), 0.05) << law;
+  EXPECT_FALSE(has_term(law, "d0")) << law;
+}
+
 TEST(Predictor, OtherVariantsAppearOnceProfiledEnough) {
   Predictor p(std::vector<StageLayout>{{"relu", {"default", "mask"}}});
   auto costs = [](const Shape& s, double bytes_per) {
