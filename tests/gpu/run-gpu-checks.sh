@@ -16,7 +16,7 @@
 #   monet-bench   monet-bench --size gpu --warm $MONET_GPU_BENCH_ARGS, in the time left
 # Named only, for a second call: ctest (every test, the CPU ones too), bench (the allocator's and
 # the planner's benchmarks), predictor (the predictor's held-out errors on real CPU training
-# steps, three runs on a core no other machine shares: #3's time target off a shared VM).
+# steps, two runs on a core no other machine shares: #3's time target off a shared VM).
 # OUT_DIR gets summary.txt and logs.tar.gz (every log, the bench's report), both rewritten after
 # each step, so that a call stopped at its limit still brings back what finished (the device tool
 # brings back at most 8 files). The exit status is 1 when a step failed, else 0.
@@ -28,7 +28,7 @@ steps=("$@")
 ((${#steps[@]})) || steps=(build device-tests hooks kernels runtime monet-bench)
 # The smallest time each step needs to prove anything, seconds.
 declare -A need=([build]=0 [device-tests]=60 [hooks]=60 [kernels]=45 [runtime]=60
-  [monet-bench]=90 [ctest]=300 [bench]=60 [predictor]=60)
+  [monet-bench]=90 [ctest]=300 [bench]=60 [predictor]=80)
 deadline=$((SECONDS + ${MONET_GPU_SECONDS:-540}))
 bench_args=${MONET_GPU_BENCH_ARGS:---budgets 80,45,33 --rounds 3}
 for s in "${steps[@]}"; do
@@ -221,7 +221,7 @@ step_predictor() {
   # One thread (the test sets it), pinned to one core: the times without another tenant's load.
   # Every shape's measurements come back too (one JSON line a shape), to fit laws on offline.
   local run
-  for run in 1 2 3; do
+  for run in 1 2; do
     MONET_TEST_DUMP="$out/predictor-real-$run.jsonl" bounded taskset -c 2 \
       build-gpu/predictor/predictor_real_tests > "$logs/predictor-real-$run.log" 2>&1
     check "predictor_real_tests, run $run" $?

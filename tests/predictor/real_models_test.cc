@@ -21,8 +21,8 @@
 //   visit tells how fast the core runs at that moment: on a shared machine it runs up to about
 //   twice as slow while a neighbour computes. Only visits made at the speed the machine ran at
 //   most often count, so that every shape is timed on about the same machine; the median of
-//   three, not the fastest, since within a visit the core can still run faster for a while than
-//   its gauges said.
+//   five (seven at the three profiled shapes, which every prediction rests on), not the fastest,
+//   since within a visit the core can still run faster for a while than its gauges said.
 //
 // Asserted: the byte target (3%) on both models, predictions never short of a measurement by more
 // than 0.1%, and bytes that repeat exactly from step to step.
@@ -227,7 +227,7 @@ TORCH_MODULE(Head);
 // Input [batch, 3, H, W]; H and W multiples of 4. Widths 32, 64, 128: ATen's native convolution
 // is im2col and a product through the system's BLAS (OpenBLAS, scripts/install-deps.sh). Narrower
 // stages are mostly per-call overhead, which no law of the shape follows. On Debian's reference
-// BLAS the test at these widths took 101 s, against 20 s on OpenBLAS.
+// BLAS the test at these widths took 101 s, against 20 s on OpenBLAS (with three visits a shape).
 torch::nn::Sequential make_cnn() {
   return torch::nn::Sequential(Stem(32), BasicBlock(32, 32, 1), BasicBlock(32, 64, 2),
                                BasicBlock(64, 128, 2), Head(128));
@@ -287,10 +287,13 @@ struct ShapeRecord {
 // between two speeds about 2x apart; a visit begun at one and ended at the other would count a
 // time between them).
 struct Schedule {
-  int passes = 3;         // interleaved passes over every shape
-  int wanted_visits = 3;  // counted visits wanted per shape; more passes over those short of it
+  int passes = 5;         // interleaved passes over every shape
+  int wanted_visits = 5;  // counted visits wanted per shape; more passes over those short of it
+  // ... and per profiled shape: every prediction rests on those three (a runtime may time the
+  // shapes it profiles more than once too: Options::measure_repeats).
+  int profiled_visits = 7;
   double gauge_band = 1.15;
-  double deadline_s = 12.0;  // no further pass starts after this many seconds of timing
+  double deadline_s = 30.0;  // no further pass starts after this many seconds of timing
 };
 
 class Campaign {
@@ -314,9 +317,9 @@ class Campaign {
     }
   }
 
-  // Interleaved passes, then passes over the shapes still short of counted visits, until the
-  // deadline.
-  void time_visits(const Schedule& schedule) {
+  // Interleaved passes, then passes over the shapes still short of counted visits (the
+  // `profiled` ones want more), until the deadline.
+  void time_visits(const Schedule& schedule, const std::vector<Shape>& profiled) {
     const double start = wall_seconds();
     for (int p = 0; p < schedule.passes; ++p) {
       for (const Shape& s : order_) visit(s);
@@ -324,7 +327,9 @@ class Campaign {
     while (wall_seconds() - start < schedule.deadline_s) {
       bool short_of_visits = false;
       for (const Shape& s : order_) {
-        if (counted_visits(s, schedule) >= schedule.wanted_visits) continue;
+        const bool is_profiled = std::find(profiled.begin(), profiled.end(), s) != profiled.end();
+        const int wanted = is_profiled ? schedule.profiled_visits : schedule.wanted_visits;
+        if (counted_visits(s, schedule) >= wanted) continue;
         short_of_visits = true;
         visit(s);
       }
@@ -361,6 +366,14 @@ class Campaign {
     return out;
   }
 
+  // The costs of every counted visit to `s`, in the order they were made.
+  std::vector<std::vector<VariantCosts>> counted(const Shape& s, const Schedule& schedule) const {
+    std::vector<std::vector<VariantCosts>> out;
+    for (const Visit& v : records_.at(s).visits) {
+      if (counts(v, schedule)) out.push_back(v.costs);
+    }
+    return out;
+  }
   int counted_visits(const Shape& s, const Schedule& schedule) const {
     int n = 0;
     for (const Visit& v : records_.at(s).visits) n += counts(v, schedule);
@@ -458,8 +471,8 @@ struct Errors {
 };
 
 // Appends every shape's measured costs to `path`, one JSON object a line ({"model", "shape",
-// "stages": [[out, saved, fwd_peak, bwd_peak, fwd_time, bwd_time], ...]}), for studying laws
-// offline on the data of one run.
+// "stages": [[out, saved, fwd_peak, bwd_peak, fwd_time, bwd_time], ...], "visits": [[[fwd_time,
+// bwd_time] per stage] per counted visit]}), for studying laws offline on the data of one run.
 void dump(const Experiment& e, const Campaign& campaign, const Schedule& schedule,
           const char* path) {
   std::FILE* f = std::fopen(path, "a");
@@ -473,6 +486,16 @@ void dump(const Experiment& e, const Campaign& campaign, const Schedule& schedul
       const VariantCosts& c = costs[i];
       line += fmt::format("{}[{}, {}, {}, {}, {:.9g}, {:.9g}]", i ? ", " : "", c.out_bytes,
                           c.saved_bytes, c.fwd_peak, c.bwd_peak, c.fwd_time, c.bwd_time);
+    }
+    line += "], \"visits\": [";
+    const std::vector<std::vector<VariantCosts>> visits = campaign.counted(s, schedule);
+    for (std::size_t v = 0; v < visits.size(); ++v) {
+      line += v ? ", [" : "[";
+      for (std::size_t i = 0; i < visits[v].size(); ++i) {
+        line += fmt::format("{}[{:.9g}, {:.9g}]", i ? ", " : "", visits[v][i].fwd_time,
+                            visits[v][i].bwd_time);
+      }
+      line += "]";
     }
     std::fprintf(f, "%s]}\n", line.c_str());
   }
@@ -506,7 +529,7 @@ Errors run(Experiment& e) {
   EXPECT_EQ(profiled.size(), 3u);
   if (profiled.empty()) return Errors{};
 
-  campaign.time_visits(schedule);
+  campaign.time_visits(schedule, profiled);
   std::printf(
       "%s: measured %zu shapes in %.1f s (timing %.1f s); %d of %d timed visits counted "
       "(usual speed gauge %.0f us)\n",
