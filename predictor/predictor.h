@@ -11,9 +11,9 @@
 // the varying dims (exponents <= 2), chosen by leave-one-out error over the profiled shapes
 // (law_search.h); a time is the non-negative sum of the constant, its byte laws' monomials and,
 // where a dim is named "batch" and a term is free, a cost per sample, once there are as many
-// profiled shapes as those terms (LawSearchOptions::nonnegative_sum). At
-// profiled shapes the measurements themselves are returned. docs/predictor.md
-// describes the model, the confidence rule and the JSON state.
+// profiled shapes as those terms (LawSearchOptions::nonnegative_sum). At profiled shapes the
+// measurements themselves are returned. docs/predictor.md describes the model, the confidence
+// rule and the JSON state.
 //
 // Not thread-safe: one predictor belongs to one runtime thread.
 #pragma once
