@@ -67,6 +67,7 @@ void check_options(const PredictorOptions& o) {
   positive(o.time_tolerance, "time_tolerance");
   positive(o.bytes_slack, "bytes_slack");
   positive(o.time_slack, "time_slack");
+  positive(o.time_share_slack, "time_share_slack");
   positive(o.bytes_noise_floor, "bytes_noise_floor");
   positive(o.time_noise_floor, "time_noise_floor");
   if (!(o.extrapolation_limit >= 1.0) || !std::isfinite(o.extrapolation_limit)) {
@@ -306,6 +307,13 @@ void Predictor::bound_chain(const Shape& shape, const Chain& chain, Chain* bound
     id = table_->find(shape);
   }
   if (bounds) *bounds = chain;
+  double step_time = 0.0;  // the default variants' forward and backward, every stage
+  for (const Stage& stage : chain.stages) {
+    if (!stage.variants.empty())
+      step_time += stage.variants[0].fwd_time + stage.variants[0].bwd_time;
+  }
+  const double time_slack =
+      std::max(options_.time_slack, options_.time_share_slack * std::abs(step_time));
   double worst[2] = {0.0, 0.0};  // bytes, time
   bool all_measured = basis_ != nullptr;
   std::string reason;
@@ -334,7 +342,7 @@ void Predictor::bound_chain(const Shape& shape, const Chain& chain, Chain* bound
         }
         const bool bytes = is_bytes(q);
         const double tolerance = bytes ? options_.bytes_tolerance : options_.time_tolerance;
-        const double slack = bytes ? options_.bytes_slack : options_.time_slack;
+        const double slack = bytes ? options_.bytes_slack : time_slack;
         const double magnitude = std::max(std::abs(y), 1e-300);
         double& w = worst[bytes ? 0 : 1];
         // Numbers under the slack do not decide the worst relative bound either.

@@ -59,6 +59,11 @@ struct PredictorOptions {
   double time_tolerance = 0.10;
   double bytes_slack = 64 * 1024;  // bytes: errors this small never matter to a plan
   double time_slack = 20e-6;       // seconds
+  // ... nor does a time's error within this share of the step's predicted time (every stage's
+  // default forward and backward): a plan's cost is a sum of stage times, so a stage whose time
+  // follows no law of the shape (a classifier head of 0.1 ms) need not keep a whole chain from
+  // being confident. The larger of the two slacks counts. Default 0.5%.
+  double time_share_slack = 0.005;
   // A shape whose dims lie beyond the profiled range by more than this factor (above the largest
   // or below the smallest / factor) is not confident: profiling it widens the range instead.
   double extrapolation_limit = 1.25;

@@ -28,6 +28,7 @@ json options_to_json(const PredictorOptions& o) {
               {"time_tolerance", o.time_tolerance},
               {"bytes_slack", o.bytes_slack},
               {"time_slack", o.time_slack},
+              {"time_share_slack", o.time_share_slack},
               {"extrapolation_limit", o.extrapolation_limit},
               {"bytes_noise_floor", o.bytes_noise_floor},
               {"time_noise_floor", o.time_noise_floor}};
@@ -47,6 +48,7 @@ PredictorOptions options_from_json(const json& j) {
   get("time_tolerance", o.time_tolerance);
   get("bytes_slack", o.bytes_slack);
   get("time_slack", o.time_slack);
+  get("time_share_slack", o.time_share_slack);
   get("extrapolation_limit", o.extrapolation_limit);
   get("bytes_noise_floor", o.bytes_noise_floor);
   get("time_noise_floor", o.time_noise_floor);

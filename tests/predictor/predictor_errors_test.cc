@@ -132,6 +132,9 @@ TEST(PredictorErrors, BadLayoutAndOptionsAreRefused) {
   o = {};
   o.extrapolation_limit = 0.5;
   EXPECT_THROW(Predictor(Layout{StageLayout{"a"}}, o), ConfigError);
+  o = {};
+  o.time_share_slack = -0.01;
+  EXPECT_THROW(Predictor(Layout{StageLayout{"a"}}, o), ConfigError);
 }
 
 TEST(PredictorErrors, NegativeFixedBytesAreRefused) {

@@ -241,6 +241,45 @@ TEST(Predictor, ATimeTakesACostPerSampleWhereTheBatchIsNamed) {
   EXPECT_FALSE(has_term(law, "d0")) << law;
 }
 
+// A chain of a large stage whose time follows its law and a small one whose time follows none (a
+// classifier head): the head's error, though far beyond 10% of its own time, is a small share of
+// the step's, so the chain is confident (time_share_slack); without that share it never is.
+TEST(Predictor, ASmallStageOffItsLawDoesNotKeepTheChainFromConfidence) {
+  auto costs = [](const Shape& s, int stage) {
+    const double tokens = static_cast<double>(s[0] * s[1]);
+    VariantCosts v;
+    v.out_bytes = static_cast<std::int64_t>(512 * tokens);
+    if (stage == 0) {
+      v.fwd_time = 1e-3 + 1e-4 * tokens;  // 4 ms to 1.6 s: its law
+    } else {
+      v.fwd_time = s[1] >= 64 ? 1e-4 : 5e-5;  // 50 or 100 us: a step, no law of the shape
+    }
+    v.bwd_time = 2 * v.fwd_time;
+    return v;
+  };
+  auto chain = [&](const Shape& s) {
+    Chain c;
+    for (int i = 0; i < 2; ++i) c.stages.push_back(Stage{i ? "head" : "body", {costs(s, i)}});
+    return c;
+  };
+  const std::vector<Shape> profiled = {{16, 1024}, {2, 16},  {8, 128}, {2, 1024},
+                                       {16, 16},   {4, 512}, {8, 32}};
+  for (double share : {0.005, 0.0}) {
+    PredictorOptions options;
+    options.dim_names = {"batch", "seq"};
+    options.time_share_slack = share;
+    Predictor p = Predictor::for_chain(chain({16, 1024}), options);
+    for (const Shape& s : profiled) p.observe(s, chain(s));
+    const Confidence c = p.confidence({4, 96});
+    if (share > 0) {
+      EXPECT_TRUE(c.confident) << c.reason;
+    } else {
+      EXPECT_FALSE(c.confident);
+      EXPECT_NE(c.reason.find("stage 'head'"), std::string::npos) << c.reason;
+    }
+  }
+}
+
 TEST(Predictor, OtherVariantsAppearOnceProfiledEnough) {
   Predictor p(std::vector<StageLayout>{{"relu", {"default", "mask"}}});
   auto costs = [](const Shape& s, double bytes_per) {
