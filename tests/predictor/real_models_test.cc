@@ -4,7 +4,8 @@
 // pool, times as this thread's CPU time. The predictor profiles the shapes it asks for (at most
 // three) and predicts every other shape of the grid; the errors are printed as a table, and
 // beside them those of Mimose's model (each number a quadratic in the input's size) fitted on the
-// same three shapes.
+// same three shapes. Then it profiles on as the predictor asks until every shape left is
+// confident, and prints how many shapes that took.
 //
 // How it measures, and why (docs/predictor.md has the numbers):
 // - Convolutions take ATen's native path (MKLDNN off). oneDNN picks its algorithm, its scratchpad
@@ -649,6 +650,43 @@ class QuadraticInSize {
   std::vector<std::array<std::array<double, 3>, kNumQuantities>> coefficients_;
 };
 
+// Profiles on, as `p` asks (next_shape_to_profile), until every shape left is confident, and
+// prints how many shapes that took and how many times of the shapes called confident on the way
+// lay outside their tolerance and slack (PredictorOptions), which the confidence rule promises
+// against.
+void profile_until_confident(const Experiment& e, const Campaign& campaign,
+                             const Schedule& schedule, const PredictorOptions& options,
+                             Predictor* p) {
+  int checked = 0, outside = 0;
+  auto check_confident = [&] {
+    for (const Shape& s : e.candidates) {
+      if (p->is_profiled(s) || !p->confidence(s).confident) continue;
+      const Chain want = to_chain(campaign.costs(s, schedule));
+      const Chain got = p->predict(s);
+      double step = 0.0;
+      for (const Stage& st : got.stages) step += st.variants[0].fwd_time + st.variants[0].bwd_time;
+      const double slack = std::max(options.time_slack, options.time_share_slack * step);
+      for (std::size_t i = 0; i < got.stages.size(); ++i) {
+        for (Quantity q : {Quantity::kFwdTime, Quantity::kBwdTime}) {
+          const double w = quantity_value(want.stages[i].variants[0], q);
+          const double g = quantity_value(got.stages[i].variants[0], q);
+          ++checked;
+          outside += std::abs(g - w) > options.time_tolerance * w + slack;
+        }
+      }
+    }
+  };
+  check_confident();
+  while (std::optional<Shape> next = p->next_shape_to_profile(e.candidates)) {
+    p->observe(*next, to_chain(campaign.costs(*next, schedule)));
+    check_confident();
+  }
+  std::printf(
+      "%s: every shape left confident after %d profiled shapes; %d of %d times of shapes called "
+      "confident on the way outside their tolerance and slack\n",
+      e.name.c_str(), p->profiled_shapes(), outside, checked);
+}
+
 // Measures every candidate shape, profiles the (at most three) shapes the predictor asks for,
 // predicts every other candidate and compares with its measurement. Prints one row per held-out
 // shape, then the same comparison for Mimose's model fitted on the same shapes (into `mimose`).
@@ -719,6 +757,7 @@ Errors run(Experiment& e, Errors* mimose) {
   *mimose = score(e, campaign, schedule, profiled,
                   {"mimose", [&](const Shape& s) { return quadratic.predict(s); },
                    [&](int stage, Quantity q) { return quadratic.describe(stage, q); }, nullptr});
+  profile_until_confident(e, campaign, schedule, options, &p);
   return errors;
 }
 
