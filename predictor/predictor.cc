@@ -298,6 +298,16 @@ void Predictor::predict_into(const Shape& shape, Chain* chain) const {
   }
 }
 
+double Predictor::time_slack(const Chain& chain) const {
+  double step_time = 0.0;
+  for (const Stage& stage : chain.stages) {
+    if (!stage.variants.empty()) {
+      step_time += stage.variants[0].fwd_time + stage.variants[0].bwd_time;
+    }
+  }
+  return std::max(options_.time_slack, options_.time_share_slack * std::abs(step_time));
+}
+
 void Predictor::bound_chain(const Shape& shape, const Chain& chain, Chain* bounds,
                             Confidence* confidence) const {
   double monomials[kMaxMonomials];
@@ -307,13 +317,7 @@ void Predictor::bound_chain(const Shape& shape, const Chain& chain, Chain* bound
     id = table_->find(shape);
   }
   if (bounds) *bounds = chain;
-  double step_time = 0.0;  // the default variants' forward and backward, every stage
-  for (const Stage& stage : chain.stages) {
-    if (!stage.variants.empty())
-      step_time += stage.variants[0].fwd_time + stage.variants[0].bwd_time;
-  }
-  const double time_slack =
-      std::max(options_.time_slack, options_.time_share_slack * std::abs(step_time));
+  const double time_slack = this->time_slack(chain);
   double worst[2] = {0.0, 0.0};  // bytes, time
   bool all_measured = basis_ != nullptr;
   std::string reason;

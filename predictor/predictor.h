@@ -121,6 +121,10 @@ class Predictor {
   void predict_into(const Shape& shape, Chain* chain) const;
   Prediction predict_with_bounds(const Shape& shape) const;
   Confidence confidence(const Shape& shape) const;
+  // The slack a time's error may have beside time_tolerance in a confident prediction `chain`
+  // (seconds): the larger of time_slack and time_share_slack of its step time, every stage's
+  // default forward and backward.
+  double time_slack(const Chain& chain) const;
   // Why `shape` is not covered yet, empty when it is: covered means min_profiled_shapes shapes
   // profiled and each dim within the profiled range widened by extrapolation_limit. The first
   // conditions of confidence(); past them, each number's error bound says how far to trust it.

@@ -652,26 +652,23 @@ class QuadraticInSize {
 
 // Profiles on, as `p` asks (next_shape_to_profile), until every shape left is confident, and
 // prints how many shapes that took and how many times of the shapes called confident on the way
-// lay outside their tolerance and slack (PredictorOptions), which the confidence rule promises
-// against.
+// lay outside their tolerance and slack (PredictorOptions::time_tolerance, Predictor::time_slack),
+// which the confidence rule promises against.
 void profile_until_confident(const Experiment& e, const Campaign& campaign,
-                             const Schedule& schedule, const PredictorOptions& options,
-                             Predictor* p) {
+                             const Schedule& schedule, Predictor* p) {
   int checked = 0, outside = 0;
   auto check_confident = [&] {
     for (const Shape& s : e.candidates) {
       if (p->is_profiled(s) || !p->confidence(s).confident) continue;
       const Chain want = to_chain(campaign.costs(s, schedule));
       const Chain got = p->predict(s);
-      double step = 0.0;
-      for (const Stage& st : got.stages) step += st.variants[0].fwd_time + st.variants[0].bwd_time;
-      const double slack = std::max(options.time_slack, options.time_share_slack * step);
+      const double slack = p->time_slack(got);
       for (std::size_t i = 0; i < got.stages.size(); ++i) {
         for (Quantity q : {Quantity::kFwdTime, Quantity::kBwdTime}) {
           const double w = quantity_value(want.stages[i].variants[0], q);
           const double g = quantity_value(got.stages[i].variants[0], q);
           ++checked;
-          outside += std::abs(g - w) > options.time_tolerance * w + slack;
+          outside += std::abs(g - w) > p->options().time_tolerance * w + slack;
         }
       }
     }
@@ -757,7 +754,7 @@ Errors run(Experiment& e, Errors* mimose) {
   *mimose = score(e, campaign, schedule, profiled,
                   {"mimose", [&](const Shape& s) { return quadratic.predict(s); },
                    [&](int stage, Quantity q) { return quadratic.describe(stage, q); }, nullptr});
-  profile_until_confident(e, campaign, schedule, options, &p);
+  profile_until_confident(e, campaign, schedule, &p);
   return errors;
 }
 
