@@ -558,6 +558,11 @@ void CachingAllocator::clear_marks() {
   requested_marks_.clear();
 }
 
+std::size_t CachingAllocator::budget_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return options_.budget_bytes;
+}
+
 void CachingAllocator::set_budget_bytes(std::size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   options_.budget_bytes = bytes;

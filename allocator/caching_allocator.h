@@ -85,7 +85,7 @@ class CachingAllocator {
   std::size_t peak_requested_since(const Mark& m);
   void clear_marks();
 
-  std::size_t budget_bytes() const { return options_.budget_bytes; }
+  std::size_t budget_bytes() const;
   void set_budget_bytes(std::size_t bytes);
   const std::string& device_name() const { return device_; }
 
@@ -162,7 +162,7 @@ class CachingAllocator {
   Backend& backend_;
   Options options_;
   const std::string device_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
 
   FreeSet small_free_;
   FreeSet large_free_;

@@ -3,15 +3,21 @@
 // live block carries a fill pattern that must survive until it is freed).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "allocator/caching_allocator.h"
 #include "allocator/size_rules.h"
+#include "allocator/trace.h"
 #include "fake_backend.h"
 #include "monet/errors.h"
 
@@ -170,6 +176,101 @@ TEST(PoolThreads, ConcurrentAllocationsAndFreesStaySound) {
   EXPECT_EQ(s.allocated_bytes, 0u);
   EXPECT_EQ(s.allocations, s.frees);
 }
+
+// Everything else a job does to a pool from other threads while LibTorch allocates: statistics,
+// peaks, marks, emptying the cache, changing the budget, the trace. Run under ThreadSanitizer by
+// scripts/test; here, the counts must agree and the trace must hold every event whole.
+class PoolThreadsWithObserver : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(PoolThreadsWithObserver, StatisticsMarksReleasesAndBudgetChangesRaceWithAllocations) {
+  const std::string path = ::testing::TempDir() + "/monet_threads_" + std::to_string(::getpid()) +
+                           "_" + std::to_string(GetParam()) + ".trace";
+  constexpr std::size_t kBudget = std::size_t{256} << 20;
+  constexpr int kThreads = 3;
+  constexpr int kSteps = 3000;
+  std::atomic<int> refused{0};
+  std::atomic<bool> done{false};
+  MemoryStats s;
+  {
+    TraceWriter trace(path);
+    HostBackend::Options options;
+    options.granularity = GetParam();
+    HostBackend backend(options);
+    CachingAllocator pool(backend, CachingAllocator::Options{kBudget, &trace});
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&pool, &refused, t] {
+        std::mt19937_64 rng(200 + t);
+        std::vector<Live> live;
+        for (int step = 0; step < kSteps; ++step) {
+          if (live.empty() || std::uniform_int_distribution<int>(0, 1)(rng) == 0) {
+            const std::size_t bytes = random_size(rng) / 4 + 1;
+            try {
+              Live l{static_cast<unsigned char*>(pool.allocate(bytes)), bytes,
+                     static_cast<unsigned char>(t * 50 + step)};
+              stamp(l);
+              live.push_back(l);
+            } catch (const OutOfMemoryError&) {
+              ++refused;
+            }
+          } else {
+            const std::size_t i =
+                std::uniform_int_distribution<std::size_t>(0, live.size() - 1)(rng);
+            ASSERT_TRUE(intact(live[i])) << "thread " << t << " step " << step;
+            pool.free(live[i].ptr);
+            live[i] = live.back();
+            live.pop_back();
+          }
+        }
+        for (const Live& l : live) pool.free(l.ptr);
+      });
+    }
+    std::thread observer([&pool, &done] {
+      int round = 0;
+      while (!done.load()) {
+        const Mark m = pool.mark();
+        const MemoryStats now = pool.stats();
+        EXPECT_LE(now.allocated_bytes, now.reserved_bytes);
+        EXPECT_GE(pool.peak_since(m), m.allocated_bytes);
+        EXPECT_GE(pool.peak_requested_since(m), m.requested_bytes);
+        switch (round++ % 4) {
+          case 0:
+            pool.reset_peaks();
+            break;
+          case 1:
+            pool.release_cached();
+            break;
+          case 2:
+            pool.set_budget_bytes(kBudget / 2);
+            break;
+          default:
+            pool.set_budget_bytes(kBudget);
+            break;
+        }
+        EXPECT_NE(pool.budget_bytes(), 0u);
+        if (round % 64 == 0) pool.clear_marks();
+      }
+    });
+    for (std::thread& t : threads) t.join();
+    done = true;
+    observer.join();
+    EXPECT_THAT(pool.check_invariants(), IsEmpty());
+    s = pool.stats();
+    EXPECT_EQ(s.allocated_bytes, 0u);
+    EXPECT_EQ(s.allocations, s.frees);
+  }
+  std::ifstream in(path);
+  const std::vector<TraceEvent> events = read_trace(in);  // throws on a torn line
+  const auto allocs = std::count_if(events.begin(), events.end(), [](const TraceEvent& e) {
+    return e.op == TraceEvent::Op::kAlloc;
+  });
+  EXPECT_EQ(static_cast<std::uint64_t>(allocs), s.allocations);
+  EXPECT_EQ(events.size(), 2 * s.allocations);
+  std::remove(path.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Granularity, PoolThreadsWithObserver,
+                         ::testing::Values(std::size_t{0}, std::size_t{2} << 20));
 
 }  // namespace
 }  // namespace monet
