@@ -30,11 +30,25 @@ std::string variant_where(const Chain& chain, std::string_view source, std::size
                      chain.stages[stage].variants[variant].name);
 }
 
+// Why `value` cannot be a byte count of a chain, empty when it can. The planners add these
+// numbers in 64 bits, a stage's to its neighbours', and mark what no plan reaches with 2^61: a
+// number far beyond any device's memory would overflow those sums or pass for that mark.
+std::string bytes_fault(const char* field, std::int64_t value) {
+  if (value < 0) {
+    return fmt::format("\"{}\" must be a non-negative number of bytes, got {}", field, value);
+  }
+  if (value > kMaxChainBytes) {
+    return fmt::format(
+        "\"{}\" is {} bytes, more than the 1 PiB (2^50 bytes) a chain's numbers may be", field,
+        value);
+  }
+  return {};
+}
+
 void check_bytes(const Chain& chain, std::string_view source, std::size_t stage,
                  std::size_t variant, const char* field, std::int64_t value) {
-  if (value < 0) {
-    throw ConfigError(fmt::format("{}: \"{}\" must be a non-negative number of bytes, got {}",
-                                  variant_where(chain, source, stage, variant), field, value));
+  if (std::string fault = bytes_fault(field, value); !fault.empty()) {
+    throw ConfigError(fmt::format("{}: {}", variant_where(chain, source, stage, variant), fault));
   }
 }
 
@@ -44,6 +58,14 @@ void check_time(const Chain& chain, std::string_view source, std::size_t stage, 
     throw ConfigError(
         fmt::format("{}: \"{}\" must be a non-negative, finite number of seconds, got {}",
                     variant_where(chain, source, stage, variant), field, value));
+  }
+  // The planners sum times over stages and their recomputations; the largest double summed
+  // overflows to infinity, where no plan compares with another.
+  if (value > kMaxChainSeconds) {
+    throw ConfigError(fmt::format(
+        "{}: \"{}\" is {} seconds, more than the 1e9 seconds (about 32 years) a chain's times "
+        "may be",
+        variant_where(chain, source, stage, variant), field, value));
   }
 }
 
@@ -70,10 +92,8 @@ void validate_chain(const Chain& chain, std::string_view source) {
     throw ConfigError(
         fmt::format("{}: \"stages\" is empty; a chain needs at least one stage", source));
   }
-  if (chain.fixed_bytes < 0) {
-    throw ConfigError(
-        fmt::format("{}: \"fixed_bytes\" must be a non-negative number of bytes, got {}", source,
-                    chain.fixed_bytes));
+  if (std::string fault = bytes_fault("fixed_bytes", chain.fixed_bytes); !fault.empty()) {
+    throw ConfigError(fmt::format("{}: {}", source, fault));
   }
   // The errors come in the order of the fields, the first repeated name where it repeats.
   std::vector<std::string_view> names;
@@ -89,10 +109,8 @@ void validate_chain(const Chain& chain, std::string_view source) {
       throw ConfigError(fmt::format("{}: \"name\" repeats an earlier stage's name",
                                     stage_where(chain, source, i)));
     }
-    if (stage.grad_bytes < 0) {
-      throw ConfigError(
-          fmt::format("{}: \"grad_bytes\" must be a non-negative number of bytes, got {}",
-                      stage_where(chain, source, i), stage.grad_bytes));
+    if (std::string fault = bytes_fault("grad_bytes", stage.grad_bytes); !fault.empty()) {
+      throw ConfigError(fmt::format("{}: {}", stage_where(chain, source, i), fault));
     }
     if (stage.variants.empty()) {
       throw ConfigError(

@@ -10,11 +10,20 @@
 
 namespace monet {
 
+// The largest byte count a chain may hold, 1 PiB: far above any device's memory, and low enough
+// that the planners' 64-bit sums of a thousand such numbers neither overflow nor reach their mark
+// of what no plan reaches (2^61).
+inline constexpr std::int64_t kMaxChainBytes = std::int64_t{1} << 50;
+// The longest time a chain may hold, seconds: 1e9 (about 32 years), so that the planners' sums of
+// times over stages and recomputations stay finite.
+inline constexpr double kMaxChainSeconds = 1e9;
+
 // Throws ConfigError, prefixed with `source` and naming the stage (index and name), the variant
-// and the field, for: a chain without stages, a negative fixed_bytes or grad_bytes, a stage
-// without variants, an empty or repeated stage or variant name, a negative byte count, or a
-// negative or non-finite time. Variants of a stage may disagree on out_bytes (predictions are
-// noisy); the planner then plans with the largest.
+// and the field, for: a chain without stages, a stage without variants, an empty or repeated
+// stage or variant name, a byte count (fixed_bytes and grad_bytes included) that is negative or
+// above kMaxChainBytes, or a time that is negative, not finite or above kMaxChainSeconds. Variants
+// of a stage may disagree on out_bytes (predictions are noisy); the planner then plans with the
+// largest.
 void validate_chain(const Chain& chain, std::string_view source = "chain");
 
 // Raises each stage's variants' fwd_time and bwd_time to at least its first variant's. For chains

@@ -228,6 +228,7 @@ void CheckpointDp::compute_need() {
   lean_segments_.clear();
   for (int i = 0; i < stages_;) {
     const Best& arg = best_from[i];
+    assert(arg.last > i);  // every boundary reaches the end: validate_chain bounds the numbers
     if (arg.kind == kLean) {
       SegmentScan scan(costs_, i + 1);
       for (int v : arg.variants) scan.extend(v);

@@ -71,6 +71,37 @@ TEST(ValidateChain, RejectsEmptyAndRepeatedThings) {
             std::string::npos);
 }
 
+TEST(ValidateChain, RefusesByteCountsAbovePebibyte) {
+  Chain chain = two_stages();
+  chain.stages[1].variants[0].saved_bytes = kMaxChainBytes;
+  chain.fixed_bytes = kMaxChainBytes;
+  chain.stages[0].grad_bytes = kMaxChainBytes;
+  EXPECT_EQ(error_of(chain), "");
+  chain.stages[1].variants[1].out_bytes = kMaxChainBytes + 1;
+  EXPECT_EQ(error_of(chain),
+            "c.json: stages[1] \"b\": variants[1] \"lean\": \"out_bytes\" is 1125899906842625 "
+            "bytes, more than the 1 PiB (2^50 bytes) a chain's numbers may be");
+  chain = two_stages();
+  chain.fixed_bytes = kMaxChainBytes + 1;
+  EXPECT_NE(error_of(chain).find("c.json: \"fixed_bytes\" is 1125899906842625 bytes"),
+            std::string::npos);
+  chain = two_stages();
+  chain.stages[0].grad_bytes = kMaxChainBytes + 1;
+  EXPECT_NE(error_of(chain).find("stages[0] \"a\": \"grad_bytes\" is 1125899906842625 bytes"),
+            std::string::npos);
+}
+
+TEST(ValidateChain, RefusesTimesAboveAThousandMillionSeconds) {
+  Chain chain = two_stages();
+  chain.stages[1].variants[1].bwd_time = kMaxChainSeconds;
+  EXPECT_EQ(error_of(chain), "");
+  chain.stages[1].variants[1].bwd_time = std::numeric_limits<double>::max();
+  EXPECT_EQ(error_of(chain),
+            "c.json: stages[1] \"b\": variants[1] \"lean\": \"bwd_time\" is "
+            "1.7976931348623157e+308 seconds, more than the 1e9 seconds (about 32 years) a chain's "
+            "times may be");
+}
+
 TEST(ValidateChain, VariantsMayDisagreeOnOutputSize) {
   Chain chain = two_stages();
   chain.stages[1].variants[1].out_bytes = 9;

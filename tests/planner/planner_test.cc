@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -112,6 +113,40 @@ TEST(Planner, RejectsABadChain) {
     const std::string what = e.what();
     EXPECT_NE(what.find("stages[3]"), std::string::npos) << what;
     EXPECT_NE(what.find("saved_bytes"), std::string::npos) << what;
+  }
+}
+
+TEST(Planner, RefusesAByteCountNoDeviceHolds) {
+  Chain chain = sample_chain();
+  chain.stages[2].variants[0].bwd_peak = std::int64_t{1} << 62;
+  try {
+    Planner().try_plan(chain, 1 << 20);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("stages[2]"), std::string::npos) << what;
+    EXPECT_NE(what.find("\"bwd_peak\" is 4611686018427387904 bytes, more than the 1 PiB"),
+              std::string::npos)
+        << what;
+  }
+}
+
+// Numbers at the largest a chain may hold still plan, and the least budget that fits is found.
+TEST(Planner, ChainsOfTheLargestNumbersPlan) {
+  Chain chain = sample_chain();
+  chain.fixed_bytes = kMaxChainBytes;
+  for (Stage& stage : chain.stages) {
+    stage.grad_bytes = kMaxChainBytes;
+    for (VariantCosts& v : stage.variants) {
+      v.out_bytes = v.saved_bytes = v.fwd_peak = v.bwd_peak = kMaxChainBytes;
+    }
+  }
+  for (Strategy s : all_strategies()) {
+    const Planner planner(s);
+    const PlanResult probe = planner.try_plan(chain, chain.fixed_bytes);
+    ASSERT_FALSE(probe.feasible) << strategy_name(s);
+    EXPECT_GT(probe.min_feasible_bytes, 2 * kMaxChainBytes) << strategy_name(s);
+    EXPECT_TRUE(planner.try_plan(chain, probe.min_feasible_bytes).feasible) << strategy_name(s);
   }
 }
 
