@@ -40,6 +40,10 @@ CachingAllocator::~CachingAllocator() {
 
 void* CachingAllocator::allocate(std::size_t bytes, Stream stream) {
   if (bytes == 0) return nullptr;
+  if (bytes > size_rules::kMaxRequest) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    throw_out_of_memory(bytes);
+  }
   const std::size_t size = size_rules::block_size(bytes);
   const bool small = size_rules::is_small(size);
 
@@ -492,7 +496,7 @@ void CachingAllocator::throw_out_of_memory(std::size_t requested) {
   // Under a budget with room for the request, what refused it is how the free memory lies: in
   // holes of segments partly in use, which cannot be given back to make a new one.
   std::string pieces;
-  if (options_.budget_bytes != 0 &&
+  if (options_.budget_bytes != 0 && requested <= size_rules::kMaxRequest &&
       stats_.allocated_bytes + size_rules::block_size(requested) <= options_.budget_bytes) {
     ++stats_.out_of_memory_in_pieces;
     pieces = fmt::format(

@@ -55,7 +55,8 @@ class CachingAllocator {
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
   // Returns at least `bytes` bytes, 512-byte aligned, for use on `stream`. A request of 0 bytes
-  // returns nullptr. Throws OutOfMemoryError when the budget or the device cannot hold it.
+  // returns nullptr. Throws OutOfMemoryError when the budget or the device cannot hold it, and for
+  // a request above size_rules::kMaxRequest (2^62 bytes, more than any address space).
   void* allocate(std::size_t bytes, Stream stream = 0);
 
   // Gives back a pointer from allocate(); nullptr is ignored. Throws std::invalid_argument for a

@@ -14,6 +14,9 @@ constexpr std::size_t kSmallSegment = 2 << 20;  // segment size of the small poo
 constexpr std::size_t kMidRequest = 10 << 20;   // requests below this share kMidSegment
 constexpr std::size_t kMidSegment = 20 << 20;
 constexpr std::size_t kLargeRounding = 2 << 20;  // larger segments round up to this
+// Requests above this (4 EiB, beyond any address space) are refused before they are rounded, so
+// that the rounding below cannot wrap around (a size_t of -1 from a caller's negative size).
+constexpr std::size_t kMaxRequest = std::size_t{1} << 62;
 
 constexpr std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 

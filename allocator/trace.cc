@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -12,6 +15,21 @@
 namespace monet {
 namespace {
 constexpr const char* kHeader = "# monet-trace 1";
+
+// `text` as an unsigned number in `base` (10, or 16 after "0x"), or false where it is not one
+// whole: no sign (an unsigned read would wrap "-5" round), nothing after it, no overflow.
+bool parse_unsigned(const std::string& text, int base, std::uint64_t* value) {
+  const std::size_t start = base == 16 ? 2 : 0;
+  if (text.size() <= start || (base == 16 && text.compare(0, 2, "0x") != 0)) return false;
+  for (std::size_t i = start; i < text.size(); ++i) {
+    const bool digit = base == 16 ? std::isxdigit(static_cast<unsigned char>(text[i])) != 0
+                                  : std::isdigit(static_cast<unsigned char>(text[i])) != 0;
+    if (!digit) return false;
+  }
+  errno = 0;
+  *value = std::strtoull(text.c_str() + start, nullptr, base);
+  return errno == 0;
+}
 }  // namespace
 
 TraceWriter::TraceWriter(const std::string& path) : start_(std::chrono::steady_clock::now()) {
@@ -61,16 +79,23 @@ std::vector<TraceEvent> read_trace(std::istream& in) {
       continue;
     }
     std::istringstream fields(line);
-    char op = 0;
+    std::string op, time, stream, bytes, address;
     TraceEvent e;
-    std::string address;
-    fields >> op >> e.time_ns >> e.device >> e.stream >> e.bytes >> address;
-    if (!fields || (op != 'a' && op != 'f') || address.rfind("0x", 0) != 0) {
+    fields >> op >> time >> e.device >> stream >> bytes >> address;
+    std::uint64_t t = 0, s = 0, b = 0, a = 0;
+    if (!fields || (op != "a" && op != "f") || !parse_unsigned(time, 10, &t) ||
+        !parse_unsigned(stream, 10, &s) || !parse_unsigned(bytes, 10, &b) ||
+        !parse_unsigned(address, 16, &a)) {
       throw std::runtime_error(fmt::format(
-          "trace line {}: '{}' is not 'a|f time_ns device stream bytes 0xaddress'", number, line));
+          "trace line {}: '{}' is not 'a|f time_ns device stream bytes 0xaddress' (whole numbers "
+          "without a sign)",
+          number, line));
     }
-    e.op = static_cast<TraceEvent::Op>(op);
-    e.address = static_cast<std::uintptr_t>(std::stoull(address, nullptr, 16));
+    e.op = static_cast<TraceEvent::Op>(op[0]);
+    e.time_ns = t;
+    e.stream = static_cast<std::uintptr_t>(s);
+    e.bytes = static_cast<std::size_t>(b);
+    e.address = static_cast<std::uintptr_t>(a);
     events.push_back(std::move(e));
   }
   return events;

@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
     fmt::print("  peak requested  {:>12}\n", monet::format_bytes(s.peak_requested_bytes));
     fmt::print("  peak reserved   {:>12}\n", monet::format_bytes(s.peak_reserved_bytes));
     fmt::print("  fragmentation   {:>11.2f}%\n", 100.0 * s.fragmentation());
-    if (budget != 0) {
+    if (budget != 0 || r.refused != 0) {
       fmt::print(
           "  refused         {:>12}  ({} with room in the budget: the free memory in pieces)\n",
           r.refused, s.out_of_memory_in_pieces);

@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -75,7 +76,8 @@ std::size_t parse_budget(std::string_view text, std::size_t device_total_bytes,
     bytes = std::floor(value * multiplier);
   }
   if (bytes < 1.0) reject(variable, text, "a budget of zero bytes would fail every allocation");
-  if (bytes >= static_cast<double>(std::numeric_limits<std::size_t>::max())) {
+  // Budgets are signed 64-bit byte counts past here (the runtime's and the planner's).
+  if (bytes >= static_cast<double>(std::numeric_limits<std::int64_t>::max())) {
     reject(variable, text, "it is too large");
   }
   return static_cast<std::size_t>(bytes);

@@ -28,7 +28,7 @@ TEST(ParseBudget, AcceptsEveryDocumentedForm) {
 
 TEST(ParseBudget, RejectsEverythingElseNamingTheVariableAndTheForms) {
   for (const char* bad : {"", "  ", "0", "0GiB", "0%", "eight", "8 gigs", "8GiBs", "-1G", "1.2.3G",
-                          "150%", "%", "G8", "0.0000001B"}) {
+                          "150%", "%", "G8", "0.0000001B", "9000000TiB", "99999999999999999999"}) {
     SCOPED_TRACE(bad);
     try {
       parse_budget(bad, 16 * kGiB);

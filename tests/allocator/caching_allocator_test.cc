@@ -50,6 +50,31 @@ TEST_F(PoolTest, ZeroBytesIsNullAndFreeOfNullIsIgnored) {
   EXPECT_EQ(pool_.stats().allocations, 0u);
 }
 
+// A size_t of -1 (a caller's negative size) or any size no address space holds is refused as
+// out of memory, as cudaMalloc refuses it, before its rounding could wrap around.
+TEST(PoolBudget, ASizeBeyondAnyAddressSpaceIsOutOfMemory) {
+  HostBackend backend(testing::whole_segments(/*capacity=*/0, /*backed=*/false));
+  CachingAllocator pool(backend, CachingAllocator::Options{64 * kMiB, nullptr});
+  void* a = pool.allocate(kKiB);
+  for (std::size_t bytes : {SIZE_MAX, SIZE_MAX - 600, (std::size_t{1} << 62) + 1}) {
+    SCOPED_TRACE(bytes);
+    try {
+      pool.allocate(bytes);
+      FAIL() << "allocated";
+    } catch (const OutOfMemoryError& e) {
+      EXPECT_EQ(e.requested_bytes, bytes);
+      EXPECT_THAT(e.what(), Not(HasSubstr("in pieces")));
+    }
+  }
+  const MemoryStats s = pool.stats();
+  EXPECT_EQ(s.out_of_memory, 3u);
+  EXPECT_EQ(s.out_of_memory_in_pieces, 0u);
+  EXPECT_EQ(s.allocated_bytes, kKiB);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  pool.free(a);
+  EXPECT_NE(pool.allocate(kMiB), nullptr);  // the pool goes on serving
+}
+
 TEST_F(PoolTest, SmallRequestsShareOneSmallSegment) {
   void* a = pool_.allocate(100 * kKiB);
   void* b = pool_.allocate(200 * kKiB);

@@ -55,6 +55,26 @@ TEST(Trace, MalformedLinesAreNamed) {
   }
   std::istringstream future("# monet-trace 9\n");
   EXPECT_THROW(read_trace(future), std::runtime_error);
+  // A negative size would read as a size near 2^64; a number must be whole and fit.
+  for (const char* bad :
+       {"a 1 cpu 0 -5 0x1000", "a 1 cpu 0 +5 0x1000", "a 1x cpu 0 5 0x1000", "a 1 cpu -1 5 0x1000",
+        "a 1 cpu 0 99999999999999999999 0x1000", "a 1 cpu 0 5 0x", "a 1 cpu 0 5 0x12g",
+        "a 1 cpu 0 5 1000", "ab 1 cpu 0 5 0x1000"}) {
+    std::istringstream line(std::string("# monet-trace 1\n") + bad + "\n");
+    try {
+      read_trace(line);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const std::runtime_error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("trace line 2")) << bad;
+    }
+  }
+  std::istringstream good(
+      "# monet-trace 1\nf 7 cuda:1 93824992236880 18446744073709551615 0xFFab\n");
+  const std::vector<TraceEvent> events = read_trace(good);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].bytes, SIZE_MAX);
+  EXPECT_EQ(events[0].stream, 93824992236880u);
+  EXPECT_EQ(events[0].address, 0xFFABu);
 }
 
 TEST(Trace, UnwritablePathIsAConfigError) {
