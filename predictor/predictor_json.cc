@@ -1,6 +1,7 @@
 // Predictor's JSON state: to_json, from_json, save, load and check_layout (predictor.h). The format
 // is in docs/predictor.md; the statistics are the state, the laws are refitted on load.
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -34,41 +35,112 @@ json options_to_json(const PredictorOptions& o) {
               {"time_noise_floor", o.time_noise_floor}};
 }
 
-// Fields left out keep their defaults, so that a state from an older monet still loads.
-PredictorOptions options_from_json(const json& j) {
-  PredictorOptions o;
-  auto get = [&](const char* key, auto& field) {
-    if (j.contains(key)) j.at(key).get_to(field);
-  };
-  get("dim_names", o.dim_names);
-  get("max_terms", o.max_terms);
-  get("max_total_degree", o.max_total_degree);
-  get("min_profiled_shapes", o.min_profiled_shapes);
-  get("bytes_tolerance", o.bytes_tolerance);
-  get("time_tolerance", o.time_tolerance);
-  get("bytes_slack", o.bytes_slack);
-  get("time_slack", o.time_slack);
-  get("time_share_slack", o.time_share_slack);
-  get("extrapolation_limit", o.extrapolation_limit);
-  get("bytes_noise_floor", o.bytes_noise_floor);
-  get("time_noise_floor", o.time_noise_floor);
-  return o;
-}
-
 [[noreturn]] void malformed(const std::string& source, const std::string& what) {
   throw ConfigError(fmt::format(
       "monet predictor state '{}': {}; fix the file or delete it to start without a warm start",
       source, what));
 }
 
-double finite_nonnegative(const json& j, const char* key, const std::string& source,
-                          const std::string& where) {
-  const double v = j.at(key).get<double>();
-  if (!std::isfinite(v) || v < 0.0) {
-    malformed(source, fmt::format("{}: {} = {} must be a finite number >= 0", where, key, v));
-  }
-  return v;
+// A JSON library error without its "[json.exception.type_error.302] " tag.
+std::string plain(const json::exception& e) {
+  const std::string what = e.what();
+  const std::size_t tag_end = what.find("] ");
+  return what.rfind("[json.exception.", 0) == 0 && tag_end != std::string::npos
+             ? what.substr(tag_end + 2)
+             : what;
 }
+
+// Reads a state, keeping where it is in the file, so that an error names the field at fault
+// ("stages[3] \"attn\" variants[0] \"default\" measurements[1] \"fwd_time\" \"mean\": ...").
+class StateReader {
+ public:
+  explicit StateReader(const std::string& source) : source_(source) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    malformed(source_, at_.empty() ? what : at_ + ": " + what);
+  }
+  // The field `key` of the object `j`; an error when `j` is not an object or has no `key`.
+  const json& field(const json& j, const char* key) const {
+    if (!j.is_object()) fail(fmt::format("must be a JSON object, got {}", j.type_name()));
+    const auto it = j.find(key);
+    if (it == j.end()) fail(fmt::format("\"{}\" is missing", key));
+    return *it;
+  }
+  const json& array(const json& j, const char* key) const {
+    const json& a = field(j, key);
+    if (!a.is_array()) fail(fmt::format("\"{}\" must be an array, got {}", key, a.type_name()));
+    return a;
+  }
+  std::int64_t integer(const json& j, const char* key) const {
+    return as_integer(field(j, key), key);
+  }
+  std::int64_t as_integer(const json& v, const char* what) const {
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > INT64_MAX)) {
+      fail(fmt::format("\"{}\" must be an integer, got {}", what, v.dump()));
+    }
+    return v.get<std::int64_t>();
+  }
+  int small_integer(const json& j, const char* key) const {
+    const std::int64_t v = integer(j, key);
+    if (v < INT32_MIN || v > INT32_MAX) fail(fmt::format("\"{}\" = {} is out of range", key, v));
+    return static_cast<int>(v);
+  }
+  double number(const json& j, const char* key) const {
+    const json& v = field(j, key);
+    if (!v.is_number()) fail(fmt::format("\"{}\" must be a number, got {}", key, v.dump()));
+    return v.get<double>();
+  }
+  double finite_nonnegative(const json& j, const char* key) const {
+    const double d = number(j, key);
+    if (!std::isfinite(d) || d < 0.0) {
+      fail(fmt::format("\"{}\" = {} must be a finite number >= 0", key, d));
+    }
+    return d;
+  }
+  std::string string(const json& j, const char* key) const {
+    const json& v = field(j, key);
+    if (!v.is_string()) fail(fmt::format("\"{}\" must be a string, got {}", key, v.dump()));
+    return v.get<std::string>();
+  }
+
+  // Fields left out keep their defaults, so that a state from an older monet still loads.
+  PredictorOptions options(const json& j) const {
+    PredictorOptions o;
+    if (!j.is_object()) fail(fmt::format("must be a JSON object, got {}", j.type_name()));
+    auto get_int = [&](const char* key, int& out) {
+      if (j.contains(key)) out = small_integer(j, key);
+    };
+    auto get_double = [&](const char* key, double& out) {
+      if (j.contains(key)) out = number(j, key);
+    };
+    if (j.contains("dim_names")) {
+      const json& names = array(j, "dim_names");
+      o.dim_names.clear();
+      for (const json& n : names) {
+        if (!n.is_string()) fail(fmt::format("\"dim_names\" must hold strings, got {}", n.dump()));
+        o.dim_names.push_back(n.get<std::string>());
+      }
+    }
+    get_int("max_terms", o.max_terms);
+    get_int("max_total_degree", o.max_total_degree);
+    get_int("min_profiled_shapes", o.min_profiled_shapes);
+    get_double("bytes_tolerance", o.bytes_tolerance);
+    get_double("time_tolerance", o.time_tolerance);
+    get_double("bytes_slack", o.bytes_slack);
+    get_double("time_slack", o.time_slack);
+    get_double("time_share_slack", o.time_share_slack);
+    get_double("extrapolation_limit", o.extrapolation_limit);
+    get_double("bytes_noise_floor", o.bytes_noise_floor);
+    get_double("time_noise_floor", o.time_noise_floor);
+    return o;
+  }
+
+  std::string& at() { return at_; }
+
+ private:
+  const std::string& source_;
+  std::string at_;
+};
 
 }  // namespace
 
@@ -117,78 +189,100 @@ json Predictor::to_json() const {
 }
 
 Predictor Predictor::from_json(const json& state, const std::string& source) {
+  StateReader r(source);
   try {
     if (!state.is_object() || state.value("format", std::string()) != kFormat) {
       malformed(source,
                 fmt::format("it is not a predictor state (no \"format\": \"{}\")", kFormat));
     }
-    const int version = state.at("version").get<int>();
+    const std::int64_t version = r.integer(state, "version");
     if (version != kVersion) {
       malformed(source, fmt::format("version {} is not supported (this monet reads {})", version,
                                     kVersion));
     }
+    const json& stages = r.array(state, "stages");
     std::vector<StageLayout> layout;
-    for (const json& s : state.at("stages")) {
-      StageLayout l{s.at("name").get<std::string>(), {}};
-      for (const json& v : s.at("variants")) l.variants.push_back(v.at("name").get<std::string>());
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+      r.at() = fmt::format("stages[{}]", i);
+      StageLayout l{r.string(stages[i], "name"), {}};
+      r.at() += fmt::format(" \"{}\"", l.name);
+      const json& variants = r.array(stages[i], "variants");
+      const std::string stage_at = r.at();
+      for (std::size_t v = 0; v < variants.size(); ++v) {
+        r.at() = fmt::format("{} variants[{}]", stage_at, v);
+        l.variants.push_back(r.string(variants[v], "name"));
+      }
       layout.push_back(std::move(l));
     }
-    Predictor p(std::move(layout), options_from_json(state.value("options", json::object())));
-    const std::int64_t fixed = state.value("fixed_bytes", std::int64_t{0});
+    r.at() = "options";
+    PredictorOptions options =
+        r.options(state.contains("options") ? state.at("options") : json::object());
+    r.at().clear();
+    Predictor p(std::move(layout), std::move(options));
+    const std::int64_t fixed = state.contains("fixed_bytes") ? r.integer(state, "fixed_bytes") : 0;
     if (fixed < 0) malformed(source, fmt::format("fixed_bytes = {} is negative", fixed));
     p.fixed_bytes_ = fixed;
 
-    const json& shapes = state.at("shapes");
-    const int dims = state.at("dims").get<int>();
+    const json& shapes = r.array(state, "shapes");
+    const std::int64_t dims = r.integer(state, "dims");
     if (shapes.empty()) return p;
     if (dims < 1 || dims > kMaxDims) {
       malformed(source, fmt::format("dims = {} (1 to {} expected)", dims, kMaxDims));
     }
-    p.start(dims);
-    for (const json& js : shapes) {
-      const Shape shape = js.get<Shape>();
-      bool ok = static_cast<int>(shape.size()) == dims;
-      for (std::int64_t d : shape) ok = ok && d > 0;
-      if (!ok) {
-        malformed(source, fmt::format("shape {} is not {} dims > 0", js.dump(), dims));
+    p.start(static_cast<int>(dims));
+    for (std::size_t k = 0; k < shapes.size(); ++k) {
+      const json& js = shapes[k];
+      r.at() = fmt::format("shapes[{}]", k);
+      bool ok = js.is_array() && static_cast<std::int64_t>(js.size()) == dims;
+      Shape shape;
+      for (std::size_t d = 0; ok && d < js.size(); ++d) {
+        ok = js[d].is_number_integer() && r.as_integer(js[d], "dim") > 0;
+        if (ok) shape.push_back(js[d].get<std::int64_t>());
       }
-      if (p.table_->find(shape) >= 0) malformed(source, fmt::format("shape {} repeats", js.dump()));
+      if (!ok) r.fail(fmt::format("{} is not {} dims > 0", js.dump(), dims));
+      if (p.table_->find(shape) >= 0) r.fail(fmt::format("{} repeats", js.dump()));
       p.table_->add(shape);
     }
-    const json& stages = state.at("stages");
     for (int i = 0; i < p.num_stages(); ++i) {
       const json& variants = stages[i].at("variants");
       for (int v = 0; v < static_cast<int>(variants.size()); ++v) {
-        for (const json& m : variants[v].at("measurements")) {
-          const std::string where =
-              fmt::format("stage '{}' variant '{}'", p.layout_[i].name, p.layout_[i].variants[v]);
-          const int id = m.at("shape").get<int>();
+        const std::string where = fmt::format("stages[{}] \"{}\" variants[{}] \"{}\"", i,
+                                              p.layout_[i].name, v, p.layout_[i].variants[v]);
+        r.at() = where;
+        const json& measurements = r.array(variants[v], "measurements");
+        for (std::size_t k = 0; k < measurements.size(); ++k) {
+          const json& m = measurements[k];
+          r.at() = fmt::format("{} measurements[{}]", where, k);
+          const std::int64_t id = r.integer(m, "shape");
           if (id < 0 || id >= p.table_->size()) {
-            malformed(source, fmt::format("{}: shape index {} is out of range (0 to {})", where, id,
-                                          p.table_->size() - 1));
+            r.fail(
+                fmt::format("shape index {} is out of range (0 to {})", id, p.table_->size() - 1));
           }
           ShapeMeasurements sm;
-          sm.count = m.at("count").get<std::int64_t>();
-          if (sm.count < 1) malformed(source, fmt::format("{}: count must be >= 1", where));
+          sm.count = r.integer(m, "count");
+          if (sm.count < 1) r.fail("\"count\" must be >= 1");
+          const std::string measurement_at = r.at();
           for (Quantity q : kAllQuantities) {
-            const json& r = m.at(quantity_name(q));
-            const std::string at = where + " " + quantity_name(q);
+            const json& values = r.field(m, quantity_name(q));
+            r.at() = fmt::format("{} \"{}\"", measurement_at, quantity_name(q));
             RunningValue& value = sm.values[static_cast<int>(q)];
-            value.mean = finite_nonnegative(r, "mean", source, at);
-            value.m2 = finite_nonnegative(r, "m2", source, at);
-            value.max = finite_nonnegative(r, "max", source, at);
+            value.mean = r.finite_nonnegative(values, "mean");
+            value.m2 = r.finite_nonnegative(values, "m2");
+            value.max = r.finite_nonnegative(values, "max");
+            r.at() = measurement_at;
           }
-          p.models_[i][v].restore(id, sm);
+          p.models_[i][v].restore(static_cast<int>(id), sm);
         }
+        r.at() = where;
         p.refit(i, v);
       }
     }
     return p;
   } catch (const nlohmann::json::exception& e) {
-    malformed(source, e.what());
+    r.fail(plain(e));
   } catch (const std::invalid_argument& e) {
     if (dynamic_cast<const ConfigError*>(&e)) throw;
-    malformed(source, e.what());
+    r.fail(e.what());
   }
 }
 

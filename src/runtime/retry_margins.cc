@@ -106,11 +106,15 @@ bool RetryMargins::load(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     malformed(path, fmt::format("not valid JSON ({})", e.what()));
   }
-  if (!state.is_object() || state.value("format", "") != kFormat) {
+  const auto format = state.find("format");  // end() where state is not an object
+  if (format == state.end() || *format != kFormat) {
     malformed(path, fmt::format("its format is not \"{}\"", kFormat));
   }
-  if (state.value("version", 0) != kVersion) {
-    malformed(path, fmt::format("version {} is not {}", state.value("version", 0), kVersion));
+  const auto version = state.find("version");
+  if (version == state.end() || !version->is_number_integer() ||
+      version->get<std::int64_t>() != kVersion) {
+    malformed(path, fmt::format("version {} is not {}",
+                                version == state.end() ? "(none)" : version->dump(), kVersion));
   }
   const auto budget = state.find("budget_bytes");
   const auto margin = state.find("margin");

@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 
 #include "monet/errors.h"
 #include "predictor/predictor.h"
 #include "synthetic_models.h"
+#include "tests/json_damage.h"
 
 namespace monet {
 namespace {
@@ -102,6 +104,87 @@ TEST(PredictorJson, MalformedStatesAreConfigErrors) {
   bad = j;
   bad["stages"][0].erase("variants");
   EXPECT_THROW(Predictor::from_json(bad), ConfigError);
+}
+
+std::string error_of(const nlohmann::json& state) {
+  try {
+    Predictor::from_json(state, "s.json");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A hand-edited or damaged state is refused with where in the file the fault is, never loaded
+// from a number that is not one.
+TEST(PredictorJson, AnErrorNamesTheFieldAtFault) {
+  const nlohmann::json j = trained().to_json();
+  const std::string stage0 = "stages[0] \"" + j["stages"][0]["name"].get<std::string>() + "\"";
+  nlohmann::json bad = j;
+  bad["stages"][0]["variants"][0]["measurements"][1]["fwd_time"]["m2"] = "x";
+  EXPECT_EQ(error_of(bad), "monet predictor state 's.json': " + stage0 +
+                               " variants[0] \"default\" measurements[1] \"fwd_time\": \"m2\" "
+                               "must be a number, got \"x\"; fix the file or delete it to start "
+                               "without a warm start");
+  bad = j;
+  bad["stages"][0]["variants"][0]["measurements"][0].erase("count");
+  EXPECT_NE(error_of(bad).find(stage0 + " variants[0] \"default\" measurements[0]: \"count\" is "
+                                        "missing"),
+            std::string::npos)
+      << error_of(bad);
+  bad = j;
+  bad["stages"][0]["variants"][0]["measurements"][0]["shape"] = 1e300;
+  EXPECT_NE(error_of(bad).find("measurements[0]: \"shape\" must be an integer, got 1e+300"),
+            std::string::npos)
+      << error_of(bad);
+  bad = j;
+  bad["shapes"][1][0] = 4.5;
+  EXPECT_NE(error_of(bad).find("shapes[1]: [4.5,32] is not 2 dims > 0"), std::string::npos)
+      << error_of(bad);
+  bad = j;
+  bad["options"]["max_terms"] = 1e300;
+  EXPECT_NE(error_of(bad).find("options: \"max_terms\" must be an integer, got 1e+300"),
+            std::string::npos)
+      << error_of(bad);
+  bad = j;
+  bad["stages"][1]["variants"] = nlohmann::json::object();
+  EXPECT_NE(error_of(bad).find("stages[1] \"" + j["stages"][1]["name"].get<std::string>() +
+                               "\": \"variants\" must be an array, got object"),
+            std::string::npos)
+      << error_of(bad);
+  bad = j;
+  bad["dims"] = "two";
+  EXPECT_NE(error_of(bad).find("'s.json': \"dims\" must be an integer, got \"two\""),
+            std::string::npos)
+      << error_of(bad);
+}
+
+// Damaged states, at random: each loads (and then predicts) or is refused with a ConfigError;
+// nothing else escapes, and under ASan and UBSan (scripts/test) nothing reads a bad number.
+TEST(PredictorJson, RandomDamageLoadsOrIsRefused) {
+  const nlohmann::json state = trained().to_json();
+  std::mt19937_64 rng(7);
+  int loaded = 0;
+  int refused = 0;
+  for (int i = 0; i < 500; ++i) {
+    nlohmann::json j = state;
+    for (int k = std::uniform_int_distribution<int>(1, 3)(rng); k > 0; --k) testing::damage(j, rng);
+    try {
+      const Predictor p = Predictor::from_json(j, "s.json");
+      ++loaded;
+      if (p.num_dims() == 0) continue;
+      const Shape shape(static_cast<std::size_t>(p.num_dims()), 16);
+      (void)p.predict_with_bounds(shape);
+      (void)p.confidence(shape);
+      (void)p.next_shape_to_profile({shape, Shape(static_cast<std::size_t>(p.num_dims()), 4)});
+      (void)p.to_json();
+    } catch (const ConfigError& e) {
+      ++refused;
+      EXPECT_EQ(std::string(e.what()).rfind("monet predictor", 0), 0u) << e.what();
+    }
+  }
+  EXPECT_GT(loaded, 50);
+  EXPECT_GT(refused, 50);
 }
 
 TEST(PredictorJson, MissingOrBrokenFileIsAConfigError) {

@@ -168,6 +168,11 @@ TEST(RetryMargins, AMalformedFileIsNamedWithWhatToDo) {
   refused("{", "not valid JSON");
   refused(R"({"format": "monet-predictor-state", "version": 1})", "format");
   refused(R"({"format": "monet-retry-margins", "version": 2})", "version 2");
+  refused(R"({"format": 7, "version": 1})", "format");
+  refused(R"([1, 2])", "format");
+  refused(R"({"format": "monet-retry-margins", "version": "one"})", R"(version "one")");
+  refused(R"({"format": "monet-retry-margins", "version": 1e300})", "version 1e+300");
+  refused(R"({"format": "monet-retry-margins"})", "version (none)");
   refused(head + R"("shapes": []})", "needs budget_bytes, margin, learned_extra and shapes");
   refused(head + R"("learned_extra": -0.1, "shapes": []})", "learned_extra is -0.1");
   refused(head + R"("learned_extra": 0.1, "shapes": [{"dims": [8, 0], "extra": 0.1}]})",
