@@ -2,11 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 
 #include "monet/errors.h"
+#include "monet/planner.h"
 #include "random_chains.h"
+#include "tests/json_damage.h"
 
 namespace monet {
 namespace {
@@ -115,6 +120,41 @@ TEST(ChainJson, StructureErrors) {
             std::string::npos);
   const std::string dup = replaced(kGood, "\"name\": \"lean\"", "\"name\": \"default\"");
   EXPECT_NE(error_of(dup).find("repeats an earlier variant's name"), std::string::npos);
+}
+
+// Damaged chains, at random: each parses and plans under every strategy, within the budget where
+// a plan fits, or is refused with a ConfigError naming the file; nothing else escapes, nothing
+// hangs, and under ASan and UBSan (scripts/test) no sum overflows.
+TEST(ChainJson, RandomDamageParsesAndPlansOrIsRefused) {
+  std::mt19937_64 rng(11);
+  testing::RandomChainOptions options;
+  options.stages = 8;
+  options.max_variants = 3;
+  const nlohmann::json chain =
+      nlohmann::json::parse(chain_to_json(testing::random_chain(rng, options)));
+  int planned = 0;
+  int refused = 0;
+  for (int i = 0; i < 300; ++i) {
+    nlohmann::json j = chain;
+    for (int k = std::uniform_int_distribution<int>(1, 3)(rng); k > 0; --k) testing::damage(j, rng);
+    try {
+      const Chain c = parse_chain_json(j.dump(), "c.json");
+      ++planned;
+      for (Strategy s : all_strategies()) {
+        for (std::int64_t budget : {c.fixed_bytes, std::numeric_limits<std::int64_t>::max()}) {
+          const PlanResult r = Planner(s).try_plan(c, budget);
+          if (r.feasible) {
+            EXPECT_LE(r.peak_bytes, budget) << strategy_name(s);
+          }
+        }
+      }
+    } catch (const ConfigError& e) {
+      ++refused;
+      EXPECT_EQ(std::string(e.what()).rfind("c.json", 0), 0u) << e.what();
+    }
+  }
+  EXPECT_GT(planned, 30);
+  EXPECT_GT(refused, 30);
 }
 
 TEST(ChainJson, MissingFileIsAConfigError) {
