@@ -77,4 +77,11 @@ inline void damage(nlohmann::json& root, std::mt19937_64& rng) {
   }
 }
 
+// A copy of `j` with one to three pieces of damage.
+inline nlohmann::json damaged(const nlohmann::json& j, std::mt19937_64& rng) {
+  nlohmann::json copy = j;
+  for (int k = std::uniform_int_distribution<int>(1, 3)(rng); k > 0; --k) damage(copy, rng);
+  return copy;
+}
+
 }  // namespace monet::testing

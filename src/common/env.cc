@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 
 namespace monet {
@@ -58,10 +59,12 @@ std::optional<std::string> env_value(std::string_view name) {
 }
 
 std::string describe_knobs() {
+  std::size_t name_width = 0;
+  for (const Knob& k : knobs()) name_width = std::max(name_width, std::strlen(k.name));
   std::string out;
   for (const Knob& k : knobs()) {
     const char* value = std::getenv(k.name);
-    out += fmt::format("{:<18} {:<16} {}\n", k.name,
+    out += fmt::format("{:<{}} {:<16} {}\n", k.name, name_width,
                        value != nullptr && *value != '\0' ? value : k.default_value, k.meaning);
   }
   return out;

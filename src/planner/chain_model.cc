@@ -30,25 +30,26 @@ std::string variant_where(const Chain& chain, std::string_view source, std::size
                      chain.stages[stage].variants[variant].name);
 }
 
-// Why `value` cannot be a byte count of a chain, empty when it can. The planners add these
-// numbers in 64 bits, a stage's to its neighbours', and mark what no plan reaches with 2^61: a
-// number far beyond any device's memory would overflow those sums or pass for that mark.
+// Whether `value` can be a byte count of a chain. The planners add these numbers in 64 bits, a
+// stage's to its neighbours', and mark what no plan reaches with 2^61: a number far beyond any
+// device's memory would overflow those sums or pass for that mark.
+bool valid_bytes(std::int64_t value) { return value >= 0 && value <= kMaxChainBytes; }
+
+// Why `value` is not valid_bytes().
 std::string bytes_fault(const char* field, std::int64_t value) {
   if (value < 0) {
     return fmt::format("\"{}\" must be a non-negative number of bytes, got {}", field, value);
   }
-  if (value > kMaxChainBytes) {
-    return fmt::format(
-        "\"{}\" is {} bytes, more than the 1 PiB (2^50 bytes) a chain's numbers may be", field,
-        value);
-  }
-  return {};
+  return fmt::format(
+      "\"{}\" is {} bytes, more than the 1 PiB (2^50 bytes) a chain's numbers may be", field,
+      value);
 }
 
 void check_bytes(const Chain& chain, std::string_view source, std::size_t stage,
                  std::size_t variant, const char* field, std::int64_t value) {
-  if (std::string fault = bytes_fault(field, value); !fault.empty()) {
-    throw ConfigError(fmt::format("{}: {}", variant_where(chain, source, stage, variant), fault));
+  if (!valid_bytes(value)) {
+    throw ConfigError(fmt::format("{}: {}", variant_where(chain, source, stage, variant),
+                                  bytes_fault(field, value)));
   }
 }
 
@@ -92,8 +93,8 @@ void validate_chain(const Chain& chain, std::string_view source) {
     throw ConfigError(
         fmt::format("{}: \"stages\" is empty; a chain needs at least one stage", source));
   }
-  if (std::string fault = bytes_fault("fixed_bytes", chain.fixed_bytes); !fault.empty()) {
-    throw ConfigError(fmt::format("{}: {}", source, fault));
+  if (!valid_bytes(chain.fixed_bytes)) {
+    throw ConfigError(fmt::format("{}: {}", source, bytes_fault("fixed_bytes", chain.fixed_bytes)));
   }
   // The errors come in the order of the fields, the first repeated name where it repeats.
   std::vector<std::string_view> names;
@@ -109,8 +110,9 @@ void validate_chain(const Chain& chain, std::string_view source) {
       throw ConfigError(fmt::format("{}: \"name\" repeats an earlier stage's name",
                                     stage_where(chain, source, i)));
     }
-    if (std::string fault = bytes_fault("grad_bytes", stage.grad_bytes); !fault.empty()) {
-      throw ConfigError(fmt::format("{}: {}", stage_where(chain, source, i), fault));
+    if (!valid_bytes(stage.grad_bytes)) {
+      throw ConfigError(fmt::format("{}: {}", stage_where(chain, source, i),
+                                    bytes_fault("grad_bytes", stage.grad_bytes)));
     }
     if (stage.variants.empty()) {
       throw ConfigError(

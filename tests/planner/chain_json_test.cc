@@ -135,8 +135,7 @@ TEST(ChainJson, RandomDamageParsesAndPlansOrIsRefused) {
   int planned = 0;
   int refused = 0;
   for (int i = 0; i < 300; ++i) {
-    nlohmann::json j = chain;
-    for (int k = std::uniform_int_distribution<int>(1, 3)(rng); k > 0; --k) testing::damage(j, rng);
+    const nlohmann::json j = testing::damaged(chain, rng);
     try {
       const Chain c = parse_chain_json(j.dump(), "c.json");
       ++planned;

@@ -167,8 +167,7 @@ TEST(PredictorJson, RandomDamageLoadsOrIsRefused) {
   int loaded = 0;
   int refused = 0;
   for (int i = 0; i < 500; ++i) {
-    nlohmann::json j = state;
-    for (int k = std::uniform_int_distribution<int>(1, 3)(rng); k > 0; --k) testing::damage(j, rng);
+    const nlohmann::json j = testing::damaged(state, rng);
     try {
       const Predictor p = Predictor::from_json(j, "s.json");
       ++loaded;
