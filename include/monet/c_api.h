@@ -5,7 +5,11 @@
  * device: a CUDA device index, or -1 for host memory. stream: the CUDA stream the memory is
  * used on (NULL for the default stream, and for host memory). On a request the budget cannot
  * hold, monet_malloc throws c10::OutOfMemoryError when called from C++ (which PyTorch reports
- * as torch.cuda.OutOfMemoryError); monet_try_malloc returns NULL instead. */
+ * as torch.cuda.OutOfMemoryError); monet_try_malloc returns NULL instead. A size of 0 gives
+ * NULL, and monet_free(NULL, ...) does nothing. Freeing a pointer monet did not hand out (or
+ * freed already) throws std::invalid_argument, and a device index that is not there
+ * std::out_of_range, each with a message saying so: from C, where nothing can catch them, the
+ * program ends with that message. */
 #ifndef MONET_C_API_H_
 #define MONET_C_API_H_
 

@@ -10,7 +10,10 @@
 namespace monet {
 
 const std::vector<Knob>& knobs() {
-  static const std::vector<Knob> table = {
+  // Never destroyed: the statistics report at exit reads MONET_STATS through it, from a handler
+  // std::atexit may have registered before the table was made, which would run after its
+  // destructor (a C program's first monet_free did that, and crashed at exit).
+  static const std::vector<Knob>* table = new std::vector<Knob>{
       {"MONET_BUDGET", "unset (no cap)",
        "Cap on the bytes monet holds from the training device, cached or in use: 8GiB, 8G, "
        "7500MB, 512MiB, 1073741824, or 60% of the device's memory (of RAM on CPU)."},
@@ -45,7 +48,7 @@ const std::vector<Knob>& knobs() {
       {"MONET_TRACE", "unset",
        "File to write every allocation and free to (docs/trace.md); replay it with monet-replay."},
   };
-  return table;
+  return *table;
 }
 
 std::optional<std::string> env_value(std::string_view name) {
