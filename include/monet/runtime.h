@@ -166,6 +166,9 @@ class Runtime {
   // with a larger margin; then, or when no plan fits at all, throws InfeasibleBudgetError naming
   // the least budget that would fit this shape, with gradients, RNG and buffers as before the
   // call. In eval mode or under torch::NoGradGuard it is a plain forward and loss: no backward.
+  // Throws std::invalid_argument, before anything runs, for an input with no elements or with
+  // another number of dims than the first input trained. An exception from loss_fn or from
+  // LibTorch (other than running out of memory) reaches the caller as it was thrown.
   torch::Tensor step(const torch::Tensor& input, const LossFn& loss_fn);
 
   // The forward alone, for evaluation: in eval mode or without grad it is the model's plain

@@ -255,7 +255,25 @@ class RuntimeImpl {
     return pools::cpu();
   }
 
-  Shape varying_shape(const at::Tensor& input) const {
+  // The varying dims of a training input. An input with no elements, or of another rank than the
+  // first one trained (its dims would mean other things to the predictor and the plan cache), is
+  // refused before anything runs.
+  Shape varying_shape(const at::Tensor& input) {
+    const Shape sizes = input.sizes().vec();
+    if (input.numel() == 0) {
+      throw std::invalid_argument(fmt::format(
+          "monet::Runtime: the input ({}) is empty; give a batch with at least one element in "
+          "every dim",
+          join_dims(sizes)));
+    }
+    if (first_sizes_.empty()) first_sizes_ = sizes;
+    if (sizes.size() != first_sizes_.size()) {
+      throw std::invalid_argument(fmt::format(
+          "monet::Runtime: the input is {} ({} dims), but the first input it trained was {} ({} "
+          "dims); a Runtime learns and plans for inputs of one rank: give every input as many "
+          "dims as the first, or make a Runtime for each kind of input",
+          join_dims(sizes), sizes.size(), join_dims(first_sizes_), first_sizes_.size()));
+    }
     std::vector<int> dims = options_.varying_dims;
     const int rank = static_cast<int>(input.dim());
     if (dims.empty()) {
@@ -811,6 +829,7 @@ class RuntimeImpl {
   // Per exact shape: bytes its steps held above plans made on its own measurement (feedback).
   std::unordered_map<ShapeKey, std::int64_t, ShapeKeyHash> unmodelled_;
   std::optional<Shape> first_shape_;  // the shape every plan is for, under plan_once
+  Shape first_sizes_;                 // the sizes of the first input trained (its rank is kept)
   bool warm_start_tried_ = false;     // warm_start() runs once, before the first measurement
   bool clock_warned_ = false;         // said once that CUPTI could not time the stages
   StepReport last_;

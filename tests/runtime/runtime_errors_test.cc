@@ -398,6 +398,76 @@ TEST(RuntimeErrors, EvalModeAndNoGradRunThePlainModel) {
   pools::cpu().set_budget_bytes(0);
 }
 
+// An input the runtime cannot learn from is refused before anything runs: one with no elements,
+// and one of another rank than the first (a 3-D input's dims 0 and 1 would be read as the batch
+// and sequence of a 2-D one's).
+TEST(RuntimeErrors, AnInputOfAnotherRankOrWithNoElementsIsNamed) {
+  install();
+  torch::nn::Sequential model(torch::nn::Linear(16, 32), torch::nn::ReLU(),
+                              torch::nn::Linear(32, 4));
+  Options o;
+  o.budget_bytes = 64 << 20;
+  Runtime rt(model, o);
+  auto loss = [](const torch::Tensor& out) { return out.pow(2).mean(); };
+  rt.step(torch::randn({8, 16}), loss);
+  model->zero_grad();
+  auto refused = [&](const torch::Tensor& input, const std::string& says) {
+    try {
+      rt.step(input, loss);
+      ADD_FAILURE() << "an input of " << input.sizes() << " was trained";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr(says));
+    }
+  };
+  refused(torch::randn({8, 4, 16}),
+          "the input is 8x4x16 (3 dims), but the first input it trained "
+          "was 8x16 (2 dims)");
+  refused(torch::randn({2, 4, 3, 16}), "make a Runtime for each kind of input");
+  refused(torch::randn({0, 16}), "the input (0x16) is empty");
+  for (const auto& p : model->parameters()) EXPECT_EQ(p.grad().abs().sum().item<float>(), 0.0f);
+  EXPECT_EQ(rt.stats().steps, 1);
+  EXPECT_NO_THROW(rt.step(torch::randn({12, 16}), loss));
+  pools::cpu().set_budget_bytes(0);
+}
+
+// An error of the caller's loss, or one LibTorch raises that is not out of memory, reaches the
+// caller as it was thrown, holding nothing; the next step is exact.
+TEST(RuntimeErrors, ALossThatThrowsReachesTheCallerAndTheNextStepIsExact) {
+  install();
+  auto w = testing::small_resnet();
+  auto model = w->make_model(1);
+  Options o;
+  o.budget_bytes = 64 << 20;
+  Runtime rt(model, o);
+  const auto b = w->batch(1, 0);
+  rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
+  model->zero_grad();
+  const std::size_t held = pools::cpu().stats().allocated_bytes;
+  EXPECT_THROW(
+      {
+        try {
+          rt.step(b.input, [](const torch::Tensor&) -> torch::Tensor {
+            throw std::runtime_error("a label out of range");
+          });
+        } catch (const std::runtime_error& e) {
+          EXPECT_STREQ(e.what(), "a label out of range");
+          throw;
+        }
+      },
+      std::runtime_error);
+  // A loss that is not a scalar: LibTorch's own error from backward.
+  EXPECT_THROW(rt.step(b.input, [](const torch::Tensor& out) { return out; }), c10::Error);
+  EXPECT_EQ(pools::cpu().stats().allocated_bytes, held);
+  const std::vector<torch::Tensor> expected = testing::plain_gradients(model, *w, b, 7);
+  model->zero_grad();
+  torch::manual_seed(7);
+  rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
+  std::vector<torch::Tensor> got;
+  for (const auto& p : model->parameters()) got.push_back(p.grad().clone());
+  EXPECT_LT(testing::worst_relative_difference(got, expected), 1e-6);
+  pools::cpu().set_budget_bytes(0);
+}
+
 TEST(RuntimeErrors, BadOptionsSayWhatToDo) {
   install();
   auto w = testing::small_resnet();
