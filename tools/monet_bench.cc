@@ -103,7 +103,7 @@ class Bench {
       : flags_(std::move(flags)), device_(monet::workloads::device_named(flags_.device)) {}
 
   int run() {
-    std::filesystem::create_directories(flags_.out);
+    prepare_out_folder(flags_.out);
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
     std::vector<monet::report::Panel> panels, planned_panels;
     for (const std::string& name : flags_.models) {
@@ -705,6 +705,25 @@ class Bench {
                           chosen->model, chosen->strategy, chosen->budget_percent, spec.steps);
     t.budget_bytes = static_cast<double>(chosen->budget_bytes);
     write(flags_.out + "/timeline.svg", monet::report::timeline_svg(t));
+  }
+
+  // The report's folder, made and tried before anything runs: one that cannot be written is named
+  // at the start, not after the runs.
+  static void prepare_out_folder(const std::string& out) {
+    std::error_code ec;
+    std::filesystem::create_directories(out, ec);
+    if (ec) {
+      throw monet::ConfigError(
+          fmt::format("cannot make the folder {} ({}); give --out a writable "
+                      "folder",
+                      out, ec.message()));
+    }
+    const std::string probe = out + "/.monet-bench-write-test";
+    if (!(std::ofstream(probe) << "\n")) {
+      throw monet::ConfigError(
+          fmt::format("cannot write in {}; give --out a writable folder", out));
+    }
+    std::filesystem::remove(probe, ec);
   }
 
   static void write(const std::string& path, const std::string& text) {
