@@ -11,4 +11,8 @@ namespace monet {
 void write_file_atomically(const std::string& path, const std::string& text, const std::string& who,
                            const std::string& what);
 
+// Throws the ConfigError write_file_atomically(path, ...) would for a folder that cannot be
+// written, now: for a job that writes `path` later and should not fail then.
+void check_writable(const std::string& path, const std::string& who, const std::string& what);
+
 }  // namespace monet

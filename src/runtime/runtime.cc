@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "allocator/device_pools.h"
+#include "common/atomic_file.h"
 #include "common/log.h"
 #include "monet/allocator.h"
 #include "monet/bytes.h"
@@ -63,6 +64,12 @@ class RuntimeImpl {
         exact_cache_(cache_options(options_.plan_cache_capacity)),
         margins_(margin_options(options_)) {
     check_options();
+    // The predictor's state is saved after each measured shape: a folder that cannot take it is
+    // named now, not after the job's first steps.
+    if (!options_.predictor_state.empty()) {
+      check_writable(options_.predictor_state, "monet::Runtime (MONET_PREDICTOR_STATE)",
+                     "the predictor's state");
+    }
     install();
     stages_ = cut_stages(model_, options_.substitute_variants);
     RuntimeStage loss;

@@ -487,6 +487,18 @@ TEST(RuntimeErrors, BadOptionsSayWhatToDo) {
   Options repeats;
   repeats.measure_repeats = 0;
   EXPECT_THROW(Runtime(w->make_model(1), repeats), ConfigError);
+  // A predictor state in a folder that is not there: named when the runtime is made, not when it
+  // first saves, after a measured step.
+  Options state;
+  state.predictor_state =
+      (std::filesystem::temp_directory_path() / "monet-no-such-folder" / "state.json").string();
+  try {
+    Runtime rt(w->make_model(1), state);
+    ADD_FAILURE() << "a state in a folder that is not there was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(std::string(e.what()),
+                ::testing::HasSubstr("MONET_PREDICTOR_STATE): cannot write the predictor's state"));
+  }
   Options dims;
   dims.varying_dims = {7};
   dims.budget_bytes = 1 << 30;
