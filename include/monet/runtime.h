@@ -72,6 +72,7 @@ struct Options {
   // shape, so that a restarted job need not profile again (MONET_PREDICTOR_STATE; default none).
   // Under a budget, what retries added to the margin is kept beside it, in the file of the same
   // path and ".margins", and taken by a job of the same budget and margin that starts again.
+  // The Runtime's constructor throws ConfigError when the file's folder cannot be written.
   std::string predictor_state;
   // Which dims of the input vary between batches (the shape the predictor learns on and the plan
   // cache keys by). Empty: dims 0 and 1 of a 2-D or 3-D input (batch, sequence); dims 0, 2 and 3
