@@ -43,6 +43,7 @@
 
 #include "bench/cell.h"
 #include "bench/flags.h"
+#include "common/atomic_file.h"
 #include "crash_report.h"
 #include "monet/allocator.h"
 #include "monet/bytes.h"
@@ -713,17 +714,10 @@ class Bench {
     std::error_code ec;
     std::filesystem::create_directories(out, ec);
     if (ec) {
-      throw monet::ConfigError(
-          fmt::format("cannot make the folder {} ({}); give --out a writable "
-                      "folder",
-                      out, ec.message()));
+      throw monet::ConfigError(fmt::format(
+          "cannot make the folder {} ({}); give --out a writable folder", out, ec.message()));
     }
-    const std::string probe = out + "/.monet-bench-write-test";
-    if (!(std::ofstream(probe) << "\n")) {
-      throw monet::ConfigError(
-          fmt::format("cannot write in {}; give --out a writable folder", out));
-    }
-    std::filesystem::remove(probe, ec);
+    monet::check_writable(out + "/results.json", "--out", "the results");
   }
 
   static void write(const std::string& path, const std::string& text) {
