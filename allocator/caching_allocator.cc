@@ -562,6 +562,9 @@ void CachingAllocator::clear_marks() {
   requested_marks_.clear();
 }
 
+void CachingAllocator::lock_for_fork() { mutex_.lock(); }
+void CachingAllocator::unlock_after_fork() { mutex_.unlock(); }
+
 std::size_t CachingAllocator::budget_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return options_.budget_bytes;

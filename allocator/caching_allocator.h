@@ -90,6 +90,12 @@ class CachingAllocator {
   void set_budget_bytes(std::size_t bytes);
   const std::string& device_name() const { return device_; }
 
+  // Taken before fork() and let go after it, in the parent and in the child (pools:: registers
+  // both with pthread_atfork): the child has only the thread that forked, so a lock another
+  // thread held at that moment would stay held in the child for ever.
+  void lock_for_fork();
+  void unlock_after_fork();
+
   // Checks every invariant of the pool: blocks tile their segments exactly, no two free
   // neighbours are left unmerged, every free block is in its free set and every allocated one in
   // the index, 512-byte alignment, and the statistics agree with the blocks. Returns a list of

@@ -1,6 +1,7 @@
 #include "allocator/device_pools.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include <array>
 #include <atomic>
@@ -40,11 +41,41 @@ struct State {
   std::vector<Pool> pools;
 };
 
+void lock_before_fork();
+void unlock_in_parent();
+void unlock_in_child();
+
 // Never destroyed: see the header.
 State& state() {
-  static State* s = new State;
+  static State* s = [] {
+    auto* made = new State;
+    pthread_atfork(&lock_before_fork, &unlock_in_parent, &unlock_in_child);
+    return made;
+  }();
   return *s;
 }
+
+// fork() copies only the thread that calls it: a lock another thread held at that moment would
+// stay held in the child for ever, and its first allocation would wait for it (PyTorch's
+// DataLoader forks its workers from a process whose threads may be allocating). Every lock is
+// taken before the fork, in the order the code takes them (the registry, a pool, the trace), and
+// let go after it in both processes.
+void lock_before_fork() {
+  State& s = state();
+  s.mutex.lock();
+  for (Pool& p : s.pools) p.allocator->lock_for_fork();
+  if (s.trace) s.trace->lock_for_fork();
+}
+
+void unlock_after_fork(bool in_child) {
+  State& s = state();
+  if (s.trace) s.trace->unlock_after_fork(in_child);
+  for (auto p = s.pools.rbegin(); p != s.pools.rend(); ++p) p->allocator->unlock_after_fork();
+  s.mutex.unlock();
+}
+
+void unlock_in_parent() { unlock_after_fork(/*in_child=*/false); }
+void unlock_in_child() { unlock_after_fork(/*in_child=*/true); }
 
 TraceWriter* trace_writer(State& s) {
   if (!s.trace_opened) {

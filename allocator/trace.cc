@@ -53,13 +53,27 @@ void TraceWriter::record(TraceEvent::Op op, const std::string& device, std::uint
                       std::chrono::steady_clock::now() - start_)
                       .count();
   std::lock_guard<std::mutex> lock(mutex_);
+  if (file_ == nullptr) return;
   fmt::print(file_, "{} {} {} {} {} {}\n", static_cast<char>(op), ns, device, stream, bytes,
              address);
 }
 
 void TraceWriter::flush() {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::fflush(file_);
+  if (file_ != nullptr) std::fflush(file_);
+}
+
+void TraceWriter::lock_for_fork() {
+  mutex_.lock();
+  if (file_ != nullptr) std::fflush(file_);
+}
+
+void TraceWriter::unlock_after_fork(bool in_child) {
+  if (in_child && file_ != nullptr) {
+    std::fclose(file_);  // flushed before the fork: closes the child's copy of the descriptor
+    file_ = nullptr;
+  }
+  mutex_.unlock();
 }
 
 std::vector<TraceEvent> read_trace(std::istream& in) {

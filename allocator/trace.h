@@ -44,6 +44,12 @@ class TraceWriter {
               std::size_t bytes, const void* address);
   void flush();
 
+  // Around fork() (pools:: registers them with pthread_atfork): the events so far are flushed and
+  // the writer held across it, then let go. The child records nothing from then on: the trace is
+  // the process's that opened it, and a child's blocks lie at the parent's addresses.
+  void lock_for_fork();
+  void unlock_after_fork(bool in_child);
+
  private:
   std::mutex mutex_;
   std::FILE* file_ = nullptr;

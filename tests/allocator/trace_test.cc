@@ -2,8 +2,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -15,6 +17,39 @@ namespace monet {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Across fork() (the process's pools call these through pthread_atfork): the events recorded
+// before it are written once, not again from the child's copy of the buffer, and the child
+// records nothing, since its blocks lie at the parent's addresses.
+TEST(Trace, AForkedChildRecordsNothingAndRepeatsNothing) {
+  const std::string path =
+      ::testing::TempDir() + "/monet_trace_fork_" + std::to_string(::getpid()) + ".trace";
+  {
+    TraceWriter writer(path);
+    int x = 0;
+    for (int i = 0; i < 3; ++i) writer.record(TraceEvent::Op::kAlloc, "cpu", 0, 64, &x + i);
+    writer.lock_for_fork();
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      writer.unlock_after_fork(/*in_child=*/true);
+      writer.record(TraceEvent::Op::kAlloc, "cpu", 0, 128, &x);
+      writer.flush();
+      _exit(0);
+    }
+    writer.unlock_after_fork(/*in_child=*/false);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    writer.record(TraceEvent::Op::kFree, "cpu", 0, 64, &x);
+  }
+  std::ifstream in(path);
+  const std::vector<TraceEvent> events = read_trace(in);
+  ASSERT_EQ(events.size(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(events[i].bytes, 64u) << i;
+  EXPECT_EQ(events[3].op, TraceEvent::Op::kFree);
+  std::remove(path.c_str());
+}
 
 TEST(Trace, RecordsEveryAllocationAndFreeAndReadsBack) {
   const std::string path =
