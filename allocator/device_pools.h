@@ -4,6 +4,9 @@
 //
 // MONET_BUDGET caps the training device: every CUDA device when CUDA is in use, else the CPU.
 // With CUDA in use, MONET_CPU_BUDGET caps the CPU pool.
+//
+// fork() is safe: the pools' locks are held across it and let go in both processes, and a child
+// keeps a copy of every pool as it was, but records no trace.
 #pragma once
 
 #include <vector>
