@@ -23,6 +23,17 @@ at::Tensor run_plan(const std::vector<RuntimeStage>& stages, const Plan& plan,
       continue;
     }
     const int last = segment_last(plan, k);
+    // A segment that no gradient flows through (a frozen prefix, its input needing none) keeps
+    // nothing for backward when run plainly: checkpointing it would only recompute it.
+    bool trains = x.requires_grad();
+    for (int j = k; j <= last; ++j) trains = trains || stages[j].trains();
+    if (!trains) {
+      for (; k <= last; ++k) {
+        const OpModeScope mode(mode_of(k));
+        x = stages[k].fn(x);
+      }
+      continue;
+    }
     std::vector<OpMode> modes;
     for (int j = k; j <= last; ++j) modes.push_back(mode_of(j));
     x = run_checkpointed(stages, k, last, modes, x, anchor);

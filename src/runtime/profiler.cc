@@ -145,7 +145,7 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
 
   std::vector<at::Tensor> inputs;
   if (needs_grad) inputs.push_back(leaf);
-  for (const at::Tensor& p : stage.parameters) inputs.push_back(p);
+  for (const at::Tensor& p : stage.trained_parameters()) inputs.push_back(p);
   const Mark bwd_mark = pool.mark();
   timer.start();
   if (y.requires_grad() && !inputs.empty()) {
@@ -195,8 +195,15 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
   // from a gradient of ones shaped like its output (bytes and times do not depend on its values).
   out.chain.stages.resize(n);
   at::Tensor x = input;
+  // Whether a stage's input needs a gradient in a training step: once the input or a stage before
+  // has a parameter that trains. Before that (a frozen prefix of a model being fine-tuned) autograd
+  // records nothing, and a stage measured from an input that needs one would count what a step
+  // never keeps. The model's input itself is not the model's to differentiate.
+  bool grad_flows = input.requires_grad();
   for (int k = 0; k < n; ++k) {
     RuntimeStage& stage = stages[k];
+    const bool input_counts = k > 0 && grad_flows;
+    grad_flows = grad_flows || stage.trains();
     const RngState rng_before = RngState::capture();
     buffers[k] = BufferSnapshot(stages, k, k);
     Stage& measured = out.chain.stages[k];
@@ -206,7 +213,7 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
     FirstRun first;
     std::vector<VariantCosts> costs;
     std::vector<std::int64_t> held(1);
-    costs.push_back(measure_stage(stages, k, OpMode::kDefault, x, k > 0, {}, k + 1 < n, pool,
+    costs.push_back(measure_stage(stages, k, OpMode::kDefault, x, input_counts, {}, k + 1 < n, pool,
                                   out.kernel_times, &first, &held[0]));
     std::vector<OpMode> modes = stage.modes;
     if (find_variants) {
@@ -222,16 +229,17 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
     for (std::size_t v = 1; v < modes.size(); ++v) {
       buffers[k].restore();
       rng_before.restore();
-      costs.push_back(measure_stage(stages, k, modes[v], x, k > 0, first.grad, k + 1 < n, pool,
-                                    out.kernel_times, nullptr, &held[v]));
+      costs.push_back(measure_stage(stages, k, modes[v], x, input_counts, first.grad, k + 1 < n,
+                                    pool, out.kernel_times, nullptr, &held[v]));
     }
     // Runs mode v again, keeping its fastest times and the least it held.
     const auto run_again = [&](std::size_t v) {
       buffers[k].restore();
       rng_before.restore();
       std::int64_t held_again = 0;
-      const VariantCosts again = measure_stage(stages, k, modes[v], x, k > 0, first.grad, k + 1 < n,
-                                               pool, out.kernel_times, nullptr, &held_again);
+      const VariantCosts again =
+          measure_stage(stages, k, modes[v], x, input_counts, first.grad, k + 1 < n, pool,
+                        out.kernel_times, nullptr, &held_again);
       costs[v].fwd_time = std::min(costs[v].fwd_time, again.fwd_time);
       costs[v].bwd_time = std::min(costs[v].bwd_time, again.bwd_time);
       held[v] = std::min(held[v], held_again);

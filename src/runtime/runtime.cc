@@ -81,8 +81,8 @@ class RuntimeImpl {
     // place in each earlier stage's backward: its bytes stay from the last stage's backward on
     // (as a gradient made there, whether or not one exists), and come once more, transiently, in
     // each earlier stage's backward.
+    // Every parameter counts here, frozen or not: which train is read at each step.
     std::unordered_map<const void*, std::size_t> owner;
-    shared_sum_bytes_.assign(stages_.size(), 0);
     for (std::size_t k = stages_.size(); k-- > 0;) {
       std::unordered_set<const void*> in_stage;
       for (const at::Tensor& p : stages_[k].parameters) {
@@ -93,10 +93,11 @@ class RuntimeImpl {
           grad_owners_.push_back({k, p, false});
         } else {
           grad_owners_[it->second].shared = true;
-          shared_sum_bytes_[k] += static_cast<std::int64_t>(p.nbytes());
+          shared_uses_.push_back({k, p});
         }
       }
     }
+    trained_ = trained_counts();
     anchor_ = at::zeros({1}).requires_grad_(true);
     // The runtime's budget is the allocator's: 0 lifts the cap.
     training_pool().set_budget_bytes(static_cast<std::size_t>(options_.budget_bytes));
@@ -114,6 +115,7 @@ class RuntimeImpl {
       return loss_fn(out).detach();
     }
     const Shape shape = varying_shape(input);
+    follow_trained_parameters();
     last_.shape = join_dims(shape);
     // Under plan_once every batch runs the plan of the first shape that trained.
     if (options_.plan_once && !first_shape_) first_shape_ = shape;
@@ -177,6 +179,7 @@ class RuntimeImpl {
     follow_training_mode();
     if (!model_->is_training() || !c10::GradMode::is_enabled()) return plain_forward(input);
     const Shape shape = varying_shape(input);
+    follow_trained_parameters();
     const PlanResult* plan = cache_.find(ShapeKey(shape));
     if (plan == nullptr) plan = exact_cache_.find(ShapeKey(shape, 62));
     if (plan == nullptr) {
@@ -354,11 +357,46 @@ class RuntimeImpl {
   std::vector<std::int64_t> new_grad_bytes() const {
     std::vector<std::int64_t> bytes(stages_.size(), 0);
     for (const GradOwner& o : grad_owners_) {
-      if (o.shared || !o.parameter.grad().defined()) {
+      if (o.parameter.requires_grad() && (o.shared || !o.parameter.grad().defined())) {
         bytes[o.stage] += static_cast<std::int64_t>(o.parameter.nbytes());
       }
     }
     return bytes;
+  }
+
+  // Per stage, the bytes of the shared parameters' gradients its backward sums (see the
+  // constructor), of those that train now.
+  std::vector<std::int64_t> shared_sum_bytes() const {
+    std::vector<std::int64_t> bytes(stages_.size(), 0);
+    for (const auto& [stage, p] : shared_uses_) {
+      if (p.requires_grad()) bytes[stage] += static_cast<std::int64_t>(p.nbytes());
+    }
+    return bytes;
+  }
+
+  // Per stage, how many of its parameters train now.
+  std::vector<int> trained_counts() const {
+    std::vector<int> counts;
+    for (const RuntimeStage& s : stages_) {
+      counts.push_back(static_cast<int>(s.trained_parameters().size()));
+    }
+    return counts;
+  }
+
+  // A model that froze or unfroze parameters since the last step keeps other bytes for backward:
+  // what was measured and planned before no longer holds, so shapes are measured afresh.
+  void follow_trained_parameters() {
+    std::vector<int> now = trained_counts();
+    if (now == trained_) return;
+    trained_ = std::move(now);
+    if (!predictor_) return;
+    log(LogLevel::kInfo,
+        "the parameters that train changed since the last step: shapes are measured afresh");
+    predictor_.reset();
+    cache_.clear();
+    exact_cache_.clear();
+    remeasure_.clear();
+    unmodelled_.clear();
   }
 
   // What stays from the steps before this one, as a plan counts it: fixed bytes, and the
@@ -379,9 +417,10 @@ class RuntimeImpl {
   void set_held(Chain* chain, CachingAllocator& pool) const {
     chain->fixed_bytes = fixed_bytes(pool);
     const std::vector<std::int64_t> grads = new_grad_bytes();
+    const std::vector<std::int64_t> sums = shared_sum_bytes();
     for (std::size_t k = 0; k < chain->stages.size() && k < grads.size(); ++k) {
       chain->stages[k].grad_bytes = grads[k];
-      for (VariantCosts& v : chain->stages[k].variants) v.bwd_peak += shared_sum_bytes_[k];
+      for (VariantCosts& v : chain->stages[k].variants) v.bwd_peak += sums[k];
     }
   }
 
@@ -824,9 +863,11 @@ class RuntimeImpl {
     at::Tensor parameter;
     bool shared;  // earlier stages use it too
   };
-  std::vector<GradOwner> grad_owners_;  // every parameter that requires grad, once
-  // Per stage: the bytes of the shared parameters' gradients its backward sums (constructor).
-  std::vector<std::int64_t> shared_sum_bytes_;
+  std::vector<GradOwner> grad_owners_;  // every parameter, once
+  // A parameter used by a stage before the last one that uses it: that stage's backward sums its
+  // gradient (constructor).
+  std::vector<std::pair<std::size_t, at::Tensor>> shared_uses_;
+  std::vector<int> trained_;  // per stage, how many parameters trained at the last step
   at::Tensor anchor_;
   std::unique_ptr<Predictor> predictor_;
   // The share of the budget plans keep free, per shape, as retries raised it. A shape no plan fits

@@ -63,12 +63,23 @@ std::vector<RuntimeStage> cut_stages(const torch::nn::Sequential& model, bool su
       s.substitute = module.ptr();
     }
     for (const auto& b : module.ptr()->buffers()) s.buffers.push_back(b);
-    for (const auto& p : module.ptr()->parameters()) {
-      if (p.requires_grad()) s.parameters.push_back(p);
-    }
+    for (const auto& p : module.ptr()->parameters()) s.parameters.push_back(p);
     stages.push_back(std::move(s));
   }
   return stages;
+}
+
+bool RuntimeStage::trains() const {
+  return std::any_of(parameters.begin(), parameters.end(),
+                     [](const at::Tensor& p) { return p.requires_grad(); });
+}
+
+std::vector<at::Tensor> RuntimeStage::trained_parameters() const {
+  std::vector<at::Tensor> trained;
+  for (const at::Tensor& p : parameters) {
+    if (p.requires_grad()) trained.push_back(p);
+  }
+  return trained;
 }
 
 BufferSnapshot::BufferSnapshot(const std::vector<RuntimeStage>& stages, int first, int last) {

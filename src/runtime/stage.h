@@ -20,10 +20,17 @@ struct RuntimeStage {
   std::string name;                                 // "3:BatchNorm2d", "loss"
   std::function<at::Tensor(const at::Tensor&)> fn;  // the stage's forward
   std::vector<at::Tensor> buffers;                  // running statistics and such
-  std::vector<at::Tensor> parameters;               // those that require grad
-  std::vector<OpMode> modes = {OpMode::kDefault};   // variant index -> mode
+  // All of the stage's parameters. Which of them train is read when it matters (trains(),
+  // trained_parameters()): a model may freeze or unfreeze parameters between steps.
+  std::vector<at::Tensor> parameters;
+  std::vector<OpMode> modes = {OpMode::kDefault};  // variant index -> mode
   // A monet::nn module made in place of the user's: it follows the model's train()/eval().
   std::shared_ptr<torch::nn::Module> substitute;
+
+  // Whether any parameter requires grad now.
+  bool trains() const;
+  // The parameters that require grad now.
+  std::vector<at::Tensor> trained_parameters() const;
 };
 
 // The stages of `model`, in order: each child, nested Sequentials opened. With `substitute`,
