@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -377,9 +378,7 @@ class RuntimeImpl {
   // Per stage, how many of its parameters train now.
   std::vector<int> trained_counts() const {
     std::vector<int> counts;
-    for (const RuntimeStage& s : stages_) {
-      counts.push_back(static_cast<int>(s.trained_parameters().size()));
-    }
+    for (const RuntimeStage& s : stages_) counts.push_back(s.trained_count());
     return counts;
   }
 

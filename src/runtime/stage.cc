@@ -69,9 +69,9 @@ std::vector<RuntimeStage> cut_stages(const torch::nn::Sequential& model, bool su
   return stages;
 }
 
-bool RuntimeStage::trains() const {
-  return std::any_of(parameters.begin(), parameters.end(),
-                     [](const at::Tensor& p) { return p.requires_grad(); });
+int RuntimeStage::trained_count() const {
+  return static_cast<int>(std::count_if(parameters.begin(), parameters.end(),
+                                        [](const at::Tensor& p) { return p.requires_grad(); }));
 }
 
 std::vector<at::Tensor> RuntimeStage::trained_parameters() const {

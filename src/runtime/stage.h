@@ -27,8 +27,9 @@ struct RuntimeStage {
   // A monet::nn module made in place of the user's: it follows the model's train()/eval().
   std::shared_ptr<torch::nn::Module> substitute;
 
-  // Whether any parameter requires grad now.
-  bool trains() const;
+  // How many parameters require grad now, and whether any does.
+  int trained_count() const;
+  bool trains() const { return trained_count() > 0; }
   // The parameters that require grad now.
   std::vector<at::Tensor> trained_parameters() const;
 };
