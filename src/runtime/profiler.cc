@@ -156,7 +156,10 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
                           /*create_graph=*/false, /*allow_unused=*/true);
     c.bwd_time = timer.stop();
     const std::int64_t peak = static_cast<std::int64_t>(pool.peak_requested_since(bwd_mark));
-    const std::int64_t in_bytes = input_counts ? static_cast<std::int64_t>(input.nbytes()) : 0;
+    // The model counts a later stage's input gradient as its predecessor's output gradient; the
+    // model input's gradient (where it needs one) is the first stage's own.
+    const std::int64_t in_bytes =
+        input_counts && k > 0 ? static_cast<std::int64_t>(input.nbytes()) : 0;
     c.bwd_peak = clamp0(peak - after - in_bytes + c.out_bytes);
     // On CUDA the gradients are freed on autograd's device thread, a moment after grad()
     // returns: read before that, they look held by the stage (and a lean mode is dropped), and
@@ -198,11 +201,11 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
   // Whether a stage's input needs a gradient in a training step: once the input or a stage before
   // has a parameter that trains. Before that (a frozen prefix of a model being fine-tuned) autograd
   // records nothing, and a stage measured from an input that needs one would count what a step
-  // never keeps. The model's input itself is not the model's to differentiate.
+  // never keeps. The model's input needs one where the caller asked for it (input gradients).
   bool grad_flows = input.requires_grad();
   for (int k = 0; k < n; ++k) {
     RuntimeStage& stage = stages[k];
-    const bool input_counts = k > 0 && grad_flows;
+    const bool input_counts = grad_flows;
     grad_flows = grad_flows || stage.trains();
     const RngState rng_before = RngState::capture();
     buffers[k] = BufferSnapshot(stages, k, k);
