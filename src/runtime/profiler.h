@@ -7,8 +7,12 @@
 //   saved_bytes  what stays in use after its forward beyond the output (what backward keeps)
 //   fwd_peak     the peak during its forward above what stays in use after it
 //   bwd_peak     the peak during its backward above what was in use when it began, less the
-//                input's gradient (the model counts that) plus the output (the model has freed
-//                it; a stage that saves its output still holds it)
+//                input's gradient (the model counts that, as the stage before's output gradient;
+//                the first stage's input has one only where the caller asked for it, and it
+//                stays in) plus the output (the model has freed it; a stage that saves its
+//                output still holds it)
+// A stage's input needs a gradient in the pass only where one flows in a training step: from the
+// first stage whose parameters train (or from the model's input, where it needs one) on.
 //   fwd_time, bwd_time   seconds: on CUDA the device's busy time from CUPTI's kernel, copy and
 //                memset records (KernelClock) where the clock is StageClock::kAuto and CUPTI
 //                loads, else the wall clock with the device synchronised around each
