@@ -76,7 +76,8 @@ struct Options {
   std::string predictor_state;
   // Which dims of the input vary between batches (the shape the predictor learns on and the plan
   // cache keys by). Empty: dims 0 and 1 of a 2-D or 3-D input (batch, sequence); dims 0, 2 and 3
-  // of a 4-D one (batch, height, width); every dim otherwise.
+  // of a 4-D one (batch, height, width); every dim otherwise. A negative or repeated dim is a
+  // ConfigError when the Runtime is made, a dim the input does not have one at the step.
   std::vector<int> varying_dims;
   // Plans cached, one per bucket of varying dims (least recently used dropped first).
   std::size_t plan_cache_capacity = 256;

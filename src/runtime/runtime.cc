@@ -244,6 +244,16 @@ class RuntimeImpl {
           fmt::format("monet::Options::margin_relax_steps is {}; use 0 (never) or a count of steps",
                       options_.margin_relax_steps));
     }
+    for (std::size_t i = 0; i < options_.varying_dims.size(); ++i) {
+      const int d = options_.varying_dims[i];
+      const auto rest = options_.varying_dims.begin() + static_cast<std::ptrdiff_t>(i) + 1;
+      if (d < 0 || std::find(rest, options_.varying_dims.end(), d) != options_.varying_dims.end()) {
+        throw ConfigError(fmt::format(
+            "monet::Options::varying_dims names dim {} {}; name each varying dim of the input "
+            "once, from 0 (empty: the runtime's default)",
+            d, d < 0 ? "(negative)" : "twice"));
+      }
+    }
     if (options_.measure_repeats < 1) {
       throw ConfigError(fmt::format("monet::Options::measure_repeats is {}; use 1 or more",
                                     options_.measure_repeats));

@@ -499,6 +499,16 @@ TEST(RuntimeErrors, BadOptionsSayWhatToDo) {
     EXPECT_THAT(std::string(e.what()),
                 ::testing::HasSubstr("MONET_PREDICTOR_STATE): cannot write the predictor's state"));
   }
+  for (const std::vector<int>& bad : {std::vector<int>{0, 0}, std::vector<int>{-1}}) {
+    Options named;
+    named.varying_dims = bad;
+    try {
+      Runtime rt(w->make_model(1), named);
+      ADD_FAILURE() << "varying_dims {" << bad[0] << ", ...} was taken";
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("name each varying dim"));
+    }
+  }
   Options dims;
   dims.varying_dims = {7};
   dims.budget_bytes = 1 << 30;
