@@ -308,11 +308,11 @@ class RuntimeImpl {
     }
     Shape shape;
     for (int d : dims) {
-      if (d < 0 || d >= rank) {
+      if (d >= rank) {  // a negative dim was refused when the Runtime was made
         throw ConfigError(fmt::format(
             "monet::Options::varying_dims names dim {}, but the input has {} dims ({}); name "
             "dims from 0 to {}",
-            d, rank, join_dims(input.sizes().vec()), rank - 1));
+            d, rank, join_dims(sizes), rank - 1));
       }
       shape.push_back(input.size(d));
     }
