@@ -112,6 +112,11 @@ class Predictor {
   void observe(const Shape& shape, const Chain& measured);
   // Parameters, gradients and optimizer state: bytes that do not depend on the shape.
   void set_fixed_bytes(std::int64_t bytes);
+  // What the measurements were taken on besides their shapes, in words that a later job compares
+  // with its own ("input float32 on cpu; parameters float32; every parameter trains"): kept in
+  // the state, not read by the predictor. Empty (the default): not said.
+  void set_measured_on(std::string what) { measured_on_ = std::move(what); }
+  const std::string& measured_on() const { return measured_on_; }
 
   // The chain at `shape`. A stage's default variant is always there; another variant appears once
   // it was profiled at min_profiled_shapes shapes, or at this one. Before any observation every
@@ -187,6 +192,7 @@ class Predictor {
   std::unique_ptr<LawSearch> search_;
   std::vector<std::vector<VariantModel>> models_;  // [stage][variant]
   std::int64_t fixed_bytes_ = 0;
+  std::string measured_on_;
 };
 
 }  // namespace monet

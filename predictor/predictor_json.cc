@@ -184,6 +184,7 @@ json Predictor::to_json() const {
               {"options", options_to_json(options_)},
               {"dims", num_dims()},
               {"fixed_bytes", fixed_bytes_},
+              {"measured_on", measured_on_},
               {"shapes", std::move(shapes)},
               {"stages", std::move(stages)}};
 }
@@ -222,6 +223,7 @@ Predictor Predictor::from_json(const json& state, const std::string& source) {
     const std::int64_t fixed = state.contains("fixed_bytes") ? r.integer(state, "fixed_bytes") : 0;
     if (fixed < 0) malformed(source, fmt::format("fixed_bytes = {} is negative", fixed));
     p.fixed_bytes_ = fixed;
+    if (state.contains("measured_on")) p.measured_on_ = r.string(state, "measured_on");
 
     const json& shapes = r.array(state, "shapes");
     const std::int64_t dims = r.integer(state, "dims");

@@ -53,6 +53,38 @@ bool is_out_of_memory(const c10::Error& e) {
   return std::string(e.what()).find("out of memory") != std::string::npos;
 }
 
+// "float32", "int64": the name torch gives a dtype in Python.
+std::string dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kLong:
+      return "int64";
+    case at::kInt:
+      return "int32";
+    default:
+      return c10::toString(t);
+  }
+}
+
+// What the measurements of a shape depend on besides its dims (RuntimeImpl::measured_on).
+struct MeasuredOn {
+  at::ScalarType input_type = at::kFloat;
+  at::Device input_device = at::kCPU;
+  std::vector<at::ScalarType> parameter_types;  // each parameter once, in grad_owners_'s order
+  std::vector<int> trained;                     // per stage, how many of its parameters train
+  bool operator==(const MeasuredOn& o) const {
+    return input_type == o.input_type && input_device == o.input_device &&
+           parameter_types == o.parameter_types && trained == o.trained;
+  }
+};
+
 }  // namespace
 
 class RuntimeImpl {
@@ -98,7 +130,6 @@ class RuntimeImpl {
         }
       }
     }
-    trained_ = trained_counts();
     anchor_ = at::zeros({1}).requires_grad_(true);
     // The runtime's budget is the allocator's: 0 lifts the cap.
     training_pool().set_budget_bytes(static_cast<std::size_t>(options_.budget_bytes));
@@ -116,7 +147,7 @@ class RuntimeImpl {
       return loss_fn(out).detach();
     }
     const Shape shape = varying_shape(input);
-    follow_trained_parameters();
+    follow_what_is_measured(input);
     last_.shape = join_dims(shape);
     // Under plan_once every batch runs the plan of the first shape that trained.
     if (options_.plan_once && !first_shape_) first_shape_ = shape;
@@ -180,7 +211,7 @@ class RuntimeImpl {
     follow_training_mode();
     if (!model_->is_training() || !c10::GradMode::is_enabled()) return plain_forward(input);
     const Shape shape = varying_shape(input);
-    follow_trained_parameters();
+    follow_what_is_measured(input);
     const PlanResult* plan = cache_.find(ShapeKey(shape));
     if (plan == nullptr) plan = exact_cache_.find(ShapeKey(shape, 62));
     if (plan == nullptr) {
@@ -385,22 +416,67 @@ class RuntimeImpl {
     return bytes;
   }
 
-  // Per stage, how many of its parameters train now.
-  std::vector<int> trained_counts() const {
-    std::vector<int> counts;
-    for (const RuntimeStage& s : stages_) counts.push_back(s.trained_count());
-    return counts;
+  // What the measurements of a shape depend on besides its dims, now: the input's dtype and
+  // device, each parameter's dtype, and how many parameters of each stage train.
+  MeasuredOn measured_on(const at::Tensor& input) const {
+    MeasuredOn m;
+    m.input_type = input.scalar_type();
+    m.input_device = input.device();
+    for (const GradOwner& o : grad_owners_) m.parameter_types.push_back(o.parameter.scalar_type());
+    for (const RuntimeStage& s : stages_) m.trained.push_back(s.trained_count());
+    return m;
   }
 
-  // A model that froze or unfroze parameters since the last step keeps other bytes for backward:
-  // what was measured and planned before no longer holds, so shapes are measured afresh.
-  void follow_trained_parameters() {
-    std::vector<int> now = trained_counts();
-    if (now == trained_) return;
-    trained_ = std::move(now);
+  // "input float32 on cpu; parameters float32; every parameter trains": what the predictor's
+  // state says it was measured on, to compare with at a warm start.
+  std::string describe(const MeasuredOn& m) const {
+    std::string out =
+        fmt::format("input {} on {}; parameters ", dtype_name(m.input_type), m.input_device.str());
+    const bool one_type =
+        std::all_of(m.parameter_types.begin(), m.parameter_types.end(),
+                    [&](at::ScalarType t) { return t == m.parameter_types.front(); });
+    if (m.parameter_types.empty()) {
+      out += "none";
+    } else if (one_type) {
+      out += dtype_name(m.parameter_types.front());
+    } else {
+      std::vector<std::string> per_stage(stages_.size());
+      for (std::size_t i = 0; i < grad_owners_.size(); ++i) {
+        std::string& s = per_stage[grad_owners_[i].stage];
+        const std::string name = dtype_name(m.parameter_types[i]);
+        if (s.find(name) == std::string::npos) s += (s.empty() ? "" : "/") + name;
+      }
+      std::string sep;
+      for (std::size_t k = 0; k < stages_.size(); ++k) {
+        if (per_stage[k].empty()) continue;
+        out += fmt::format("{}{} {}", sep, stages_[k].name, per_stage[k]);
+        sep = ", ";
+      }
+    }
+    std::string frozen;
+    for (std::size_t k = 0; k < stages_.size(); ++k) {
+      const int all = static_cast<int>(stages_[k].parameters.size());
+      if (m.trained[k] == all) continue;
+      frozen += fmt::format("{}{} ({} of {})", frozen.empty() ? "" : ", ", stages_[k].name,
+                            all - m.trained[k], all);
+    }
+    return out + (frozen.empty() ? "; every parameter trains" : "; frozen: " + frozen);
+  }
+
+  // An input of another dtype or device, a model converted to another dtype (module.to()), or
+  // parameters frozen or unfrozen since the last step: the stages keep other bytes and take other
+  // times, so what was measured and planned before no longer holds, and shapes are measured
+  // afresh.
+  void follow_what_is_measured(const at::Tensor& input) {
+    MeasuredOn now = measured_on(input);
+    if (now == measured_on_) return;
+    const bool first = measured_on_.trained.empty();
+    std::string before = first ? std::string() : describe(measured_on_);
+    measured_on_ = std::move(now);
     if (!predictor_) return;
     log(LogLevel::kInfo,
-        "the parameters that train changed since the last step: shapes are measured afresh");
+        "shapes are measured afresh: this step runs on \"{}\", the steps before ran on \"{}\"",
+        describe(measured_on_), before);
     predictor_.reset();
     cache_.clear();
     exact_cache_.clear();
@@ -715,7 +791,10 @@ class RuntimeImpl {
     if (first) make_predictor(m.chain);
     predictor_->observe(shape, m.chain);
     remeasure_.erase(ShapeKey(shape, 62));
-    if (!options_.predictor_state.empty()) predictor_->save(options_.predictor_state);
+    if (!options_.predictor_state.empty()) {
+      predictor_->set_measured_on(describe(measured_on_));
+      predictor_->save(options_.predictor_state);
+    }
     log(LogLevel::kInfo, "measured shape {} in {:.3f} s ({} shapes profiled; stage times from {})",
         join_dims(shape), m.seconds, predictor_->profiled_shapes(),
         m.kernel_times ? "CUPTI's kernel records" : "the wall clock");
@@ -725,7 +804,8 @@ class RuntimeImpl {
   // Before the first measurement: the predictor saved by an earlier run (MONET_PREDICTOR_STATE),
   // with each stage's operator modes from its variants, so that a restarted job measures no shape
   // the saved state covers, not even its first. Throws ConfigError when the state was saved for
-  // another model.
+  // another model; passes over, with a warning, one measured on another dtype, device or set of
+  // trained parameters.
   void warm_start() {
     warm_start_tried_ = true;
     const std::string& path = options_.predictor_state;
@@ -758,6 +838,16 @@ class RuntimeImpl {
       modes.push_back(std::move(stage_modes));
     }
     loaded.check_layout(layout);
+    // Measured on another dtype, device or set of trained parameters: its bytes and times are not
+    // this job's. A state that does not say (an older monet's) is taken.
+    const std::string here = describe(measured_on_);
+    if (!loaded.measured_on().empty() && loaded.measured_on() != here) {
+      log(LogLevel::kWarn,
+          "{} (MONET_PREDICTOR_STATE) was measured on \"{}\", and this job runs on \"{}\": its "
+          "shapes are measured afresh, and the file is written over after the first",
+          path, loaded.measured_on(), here);
+      return;
+    }
     for (std::size_t i = 0; i < stages_.size(); ++i) stages_[i].modes = modes[i];
     predictor_ = std::make_unique<Predictor>(std::move(loaded));
     log(LogLevel::kInfo, "predictor warm-started from {} ({} shapes profiled)", path,
@@ -876,7 +966,7 @@ class RuntimeImpl {
   // A parameter used by a stage before the last one that uses it: that stage's backward sums its
   // gradient (constructor).
   std::vector<std::pair<std::size_t, at::Tensor>> shared_uses_;
-  std::vector<int> trained_;  // per stage, how many parameters trained at the last step
+  MeasuredOn measured_on_;  // what the last step ran on (none before the first)
   at::Tensor anchor_;
   std::unique_ptr<Predictor> predictor_;
   // The share of the budget plans keep free, per shape, as retries raised it. A shape no plan fits

@@ -25,6 +25,7 @@ Predictor trained() {
     p.observe(s, testing::synthetic_transformer(s, 2));
   }
   p.set_fixed_bytes(12345);
+  p.set_measured_on("input int64 on cpu; parameters float32; every parameter trains");
   return p;
 }
 
@@ -55,6 +56,17 @@ TEST(PredictorJson, RoundTripPredictsTheSame) {
   }
   EXPECT_EQ(p.describe_law(0, 0, Quantity::kSavedBytes),
             q.describe_law(0, 0, Quantity::kSavedBytes));
+  EXPECT_EQ(q.measured_on(), p.measured_on());
+}
+
+// A state from a monet that did not say what it measured on loads, saying nothing; a
+// "measured_on" that is not a string is refused.
+TEST(PredictorJson, MeasuredOnIsOptionalAndAString) {
+  nlohmann::json j = trained().to_json();
+  j.erase("measured_on");
+  EXPECT_EQ(Predictor::from_json(j).measured_on(), "");
+  j["measured_on"] = 3;
+  EXPECT_THROW(Predictor::from_json(j), ConfigError);
 }
 
 TEST(PredictorJson, SaveAndLoadAFile) {

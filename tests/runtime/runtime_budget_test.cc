@@ -228,6 +228,45 @@ TEST(RuntimeBudget, FreezingAndUnfreezingBetweenStepsIsMeasuredAfresh) {
   pools::cpu().set_budget_bytes(0);
 }
 
+// A model converted to float64 between steps (module.to()) keeps twice the bytes for the same
+// shapes: it is measured afresh, and no batch is lost. Before, the runtime planned from float32's
+// measurements, ran out of memory four times on the largest shape and lost that batch.
+TEST(RuntimeBudget, AModelConvertedToAnotherDtypeIsMeasuredAfresh) {
+  install();
+  auto w = testing::small_resnet();
+  auto model = w->make_model(1);
+  const std::int64_t peak = workloads::unconstrained_peak(*w, 1, torch::kCPU).in_use_bytes;
+  pools::cpu().release_cached();
+  Options o;
+  o.budget_bytes = peak * 21 / 10;  // float64 needs checkpoints at its largest shape
+  Runtime rt(model, o);
+  pools::cpu().reset_peaks();
+  std::int64_t profiled_in_float32 = 0;
+  double worst = 0.0;
+  for (int i = 0; i < 40; ++i) {
+    if (i == 20) {
+      model->to(torch::kDouble);
+      profiled_in_float32 = rt.stats().profiled_steps;
+    }
+    workloads::Batch b = i % 20 == 0 ? w->largest_batch() : w->batch(3, i);
+    if (i >= 20) b.input = b.input.to(torch::kDouble);
+    model->zero_grad();
+    EXPECT_NO_THROW(rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); }))
+        << "step " << i;
+    const StepReport& r = rt.last_step();
+    if (i < 20 || r.predicted_peak_bytes == 0) continue;
+    worst = std::max(worst,
+                     std::abs(static_cast<double>(r.predicted_peak_bytes - r.measured_peak_bytes)) /
+                         static_cast<double>(r.measured_peak_bytes));
+  }
+  EXPECT_GT(rt.stats().profiled_steps, profiled_in_float32);
+  EXPECT_LT(worst, 0.10);
+  EXPECT_EQ(rt.stats().retries, 0);
+  EXPECT_EQ(rt.stats().steps, 40);
+  EXPECT_LE(pools::cpu().stats().peak_reserved_bytes, static_cast<std::size_t>(o.budget_bytes));
+  pools::cpu().set_budget_bytes(0);
+}
+
 // An input that needs a gradient (adversarial training, saliency): it gets the plain step's, under
 // every strategy, and the plans count its bytes in the first stage's backward. Before, a plan that
 // checkpointed the first stage peaked 4 MiB (22%) above its prediction here.

@@ -274,8 +274,8 @@ TEST(RuntimeErrors, ARestartedJobKeepsTheMarginsItsRetriesRaised) {
 }
 
 // MONET_PREDICTOR_STATE: a job that starts again from the state an earlier run saved measures
-// none of the shapes that run measured, not even its first; a state saved for another model is
-// refused with what to do.
+// none of the shapes that run measured, not even its first; one measured on another dtype is
+// measured afresh; a state saved for another model is refused with what to do.
 TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
   install();
   auto w = testing::small_transformer();
@@ -299,11 +299,27 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
   EXPECT_GT(first.stats().profiled_steps, 0);
   ASSERT_TRUE(std::filesystem::exists(path));
 
+  EXPECT_EQ(Predictor::load(path).measured_on(),
+            "input int64 on cpu; parameters float32; every parameter trains");
+
   auto model = w->make_model(3);
   Runtime restarted(model, o);
   train(restarted);
   EXPECT_EQ(restarted.stats().profiled_steps, 0);
   EXPECT_EQ(restarted.stats().steps, first.stats().steps);
+
+  // The same model in float64 keeps twice the bytes: it measures afresh and writes over the file.
+  // Before, it planned from float32's bytes, ran out of memory and lost batches.
+  auto doubled = w->make_model(3);
+  doubled->to(torch::kDouble);
+  o.budget_bytes = peak;
+  Runtime converted(doubled, o);
+  train(converted);
+  EXPECT_GT(converted.stats().profiled_steps, 0);
+  EXPECT_EQ(converted.stats().retries, 0);
+  EXPECT_EQ(Predictor::load(path).measured_on(),
+            "input int64 on cpu; parameters float64; every parameter trains");
+  o.budget_bytes = peak / 2;
 
   auto cnn = testing::small_resnet();
   auto other = cnn->make_model(3);
