@@ -1,6 +1,7 @@
 // monet::Runtime: trains a torch::nn::Sequential inside a memory budget, for every input shape it
 // meets, with the least recomputation. Each child of the Sequential is a stage (nested
-// Sequentials are opened); per input shape the runtime predicts each stage's bytes and time,
+// Sequentials are opened; a child that gives back its input, as a view or written in place, runs
+// with the child before it); per input shape the runtime predicts each stage's bytes and time,
 // plans which stages to checkpoint and which operator variant each runs, runs the plan, and
 // retries a batch that did not fit. DESIGN.md, "One iteration, as data flows", is the loop.
 //
@@ -185,7 +186,8 @@ class Runtime {
   const StepReport& last_step() const;
   RuntimeStats stats() const;
   const Options& options() const;
-  // The stages as the runtime cut the model, "0:Linear", "1:ReLU", ...
+  // The stages as the runtime cut the model, "0:Linear", "1:ReLU", ...; children joined after the
+  // first measured step are one stage, "2:Linear+3:Flatten".
   std::vector<std::string> stage_names() const;
 
  private:

@@ -67,7 +67,18 @@ struct FirstRun {
   BufferSnapshot buffers;           // the stage's buffers right after the forward
   std::uint64_t variant_calls = 0;  // variant-aware operators the forward called
   std::uint64_t recomputing_calls = 0;  // those of them that keep less under kRecompute
+  // The output shares the input's storage: a view of it, or the input written in place.
+  bool aliases_input = false;
+  bool writes_input = false;  // the forward wrote its input in place
 };
+
+// LibTorch's refusal of an operator that writes in place to a leaf that needs a gradient (or to
+// a view of one): what a stage made of such an operator meets on the profiler's fresh leaf, and
+// at the start of a checkpointed segment.
+bool is_in_place_on_leaf(const c10::Error& e) {
+  return std::string(e.what()).find("that requires grad is being used in an in-place operation") !=
+         std::string::npos;
+}
 
 // Says, once per stage and mode, that a stage still held `held` bytes after its backward ran
 // (with its graph still alive, as a step's graph is until the step's backward is over). The
@@ -118,12 +129,28 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
   at::Tensor y;
   const std::uint64_t calls = variant_op_calls();
   const std::uint64_t recomputing_calls = recomputing_op_calls();
+  const std::int64_t version = leaf._version();
+  bool copied = false;
   {
     const at::AutoGradMode grad(true);
     const OpModeScope scope(mode);
-    y = stage.fn(leaf);
+    try {
+      y = stage.fn(leaf);
+    } catch (const c10::Error& e) {
+      // A stage after the first that writes its input in place: run on a copy to go on, and
+      // reported, so that the runtime runs it with the stage before it (whose output it then
+      // writes, as in the plain forward) and measures again. The model's own input is the
+      // caller's: writing it in place where it needs a gradient is refused as torch refuses it.
+      if (first == nullptr || k == 0 || !needs_grad || !is_in_place_on_leaf(e)) throw;
+      copied = true;
+      y = stage.fn(leaf.clone());
+    }
   }
   c.fwd_time = timer.stop();
+  if (first != nullptr) {
+    first->writes_input = copied || leaf._version() != version;
+    first->aliases_input = first->writes_input || (y.defined() && y.is_alias_of(leaf));
+  }
   std::int64_t after = requested(pool);
   c.out_bytes = static_cast<std::int64_t>(y.nbytes());
   c.saved_bytes = clamp0(after - before - c.out_bytes);
@@ -197,6 +224,8 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
   // wherever one stage's working set does, as every plan needs. Each stage's backward starts
   // from a gradient of ones shaped like its output (bytes and times do not depend on its values).
   out.chain.stages.resize(n);
+  out.aliases_input.assign(n, false);
+  out.writes_input.assign(n, false);
   at::Tensor x = input;
   // Whether a stage's input needs a gradient in a training step: once the input or a stage before
   // has a parameter that trains. Before that (a frozen prefix of a model being fine-tuned) autograd
@@ -219,7 +248,12 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
     costs.push_back(measure_stage(stages, k, OpMode::kDefault, x, input_counts, {}, k + 1 < n, pool,
                                   out.kernel_times, &first, &held[0]));
     std::vector<OpMode> modes = stage.modes;
-    if (find_variants) {
+    out.aliases_input[k] = first.aliases_input;
+    out.writes_input[k] = first.writes_input;
+    if (first.aliases_input && k > 0) {
+      // Measured again once it runs with the stage before it: no other mode, no other timing.
+      modes = {OpMode::kDefault};
+    } else if (find_variants) {
       modes = {OpMode::kDefault};
       // kRecompute only where an op keeps less in it than in kCompact: elsewhere it is kCompact.
       for (const OpMode mode : candidate_modes) {
@@ -250,14 +284,14 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
     // Further timings, the modes' order reversed on every other round (the first round ran the
     // default first), keeping each mode's fastest: a mode timed once carries its moment's noise
     // into the plan, and the planner, choosing among modes by time, picks the luckiest.
-    for (int r = 1; r < repeats; ++r) {
+    for (int r = 1; r < repeats && !out.aliases_input[k]; ++r) {
       for (std::size_t i = 0; i < modes.size(); ++i) {
         run_again(r % 2 == 1 ? modes.size() - 1 - i : i);
       }
     }
     // A one-time allocation (a library's workspace made on its first use) is not held twice: a
     // mode that held bytes in its only run runs once more before it is named or dropped.
-    if (repeats < 2) {
+    if (repeats < 2 && !out.aliases_input[k]) {
       for (std::size_t v = 0; v < modes.size(); ++v) {
         if (held[v] > 0) run_again(v);
       }

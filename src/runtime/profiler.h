@@ -40,6 +40,15 @@ struct MeasuredChain {
   Chain chain;  // one variant per mode of each stage, in the stages' order; fixed_bytes 0
   double seconds = 0.0;
   bool kernel_times = false;  // the stages' times are CUPTI's device busy times
+  // Per stage: its output shares its input's storage, a view of it or the input written in place
+  // (an operator that writes in place cannot take the leaf that needs a gradient a stage's
+  // measurement, or a checkpointed segment, starts from: such a stage after the first is run on a
+  // copy of its input). The memory model counts a stage's input and output apart, so such a stage
+  // is run as part of the stage before it (merge_stages) and the chain measured again.
+  std::vector<bool> aliases_input;
+  // Per stage: its forward wrote its input in place (one of those aliases_input names). Where the
+  // first stage does, it writes the model's input, which the runtime's stages run again from.
+  std::vector<bool> writes_input;
 };
 
 // Measures `stages` on `input` through `pool`. With `find_variants`, every stage that called a

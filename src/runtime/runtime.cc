@@ -108,28 +108,7 @@ class RuntimeImpl {
     RuntimeStage loss;
     loss.name = fmt::format("{}:loss", stages_.size());
     stages_.push_back(std::move(loss));
-    // Each parameter once, with the last stage that uses it: its gradient is made in that stage's
-    // backward, which runs first. A parameter that earlier stages use too (tied weights) has
-    // autograd hold that stage's part of its gradient until theirs arrive, and sum them out of
-    // place in each earlier stage's backward: its bytes stay from the last stage's backward on
-    // (as a gradient made there, whether or not one exists), and come once more, transiently, in
-    // each earlier stage's backward.
-    // Every parameter counts here, frozen or not: which train is read at each step.
-    std::unordered_map<const void*, std::size_t> owner;
-    for (std::size_t k = stages_.size(); k-- > 0;) {
-      std::unordered_set<const void*> in_stage;
-      for (const at::Tensor& p : stages_[k].parameters) {
-        const void* id = p.unsafeGetTensorImpl();
-        if (!in_stage.insert(id).second) continue;
-        const auto [it, first] = owner.emplace(id, grad_owners_.size());
-        if (first) {
-          grad_owners_.push_back({k, p, false});
-        } else {
-          grad_owners_[it->second].shared = true;
-          shared_uses_.push_back({k, p});
-        }
-      }
-    }
+    index_parameters();
     anchor_ = at::zeros({1}).requires_grad_(true);
     // The runtime's budget is the allocator's: 0 lifts the cap.
     training_pool().set_budget_bytes(static_cast<std::size_t>(options_.budget_bytes));
@@ -294,7 +273,9 @@ class RuntimeImpl {
   void follow_training_mode() {
     const bool training = model_->is_training();
     for (RuntimeStage& s : stages_) {
-      if (s.substitute && s.substitute->is_training() != training) s.substitute->train(training);
+      for (const auto& m : s.substitutes) {
+        if (m->is_training() != training) m->train(training);
+      }
     }
   }
 
@@ -414,6 +395,34 @@ class RuntimeImpl {
       if (p.requires_grad()) bytes[stage] += static_cast<std::int64_t>(p.nbytes());
     }
     return bytes;
+  }
+
+  // grad_owners_ and shared_uses_ from stages_.
+  void index_parameters() {
+    grad_owners_.clear();
+    shared_uses_.clear();
+    // Each parameter once, with the last stage that uses it: its gradient is made in that stage's
+    // backward, which runs first. A parameter that earlier stages use too (tied weights) has
+    // autograd hold that stage's part of its gradient until theirs arrive, and sum them out of
+    // place in each earlier stage's backward: its bytes stay from the last stage's backward on
+    // (as a gradient made there, whether or not one exists), and come once more, transiently, in
+    // each earlier stage's backward.
+    // Every parameter counts here, frozen or not: which train is read at each step.
+    std::unordered_map<const void*, std::size_t> owner;
+    for (std::size_t k = stages_.size(); k-- > 0;) {
+      std::unordered_set<const void*> in_stage;
+      for (const at::Tensor& p : stages_[k].parameters) {
+        const void* id = p.unsafeGetTensorImpl();
+        if (!in_stage.insert(id).second) continue;
+        const auto [it, first] = owner.emplace(id, grad_owners_.size());
+        if (first) {
+          grad_owners_.push_back({k, p, false});
+        } else {
+          grad_owners_[it->second].shared = true;
+          shared_uses_.push_back({k, p});
+        }
+      }
+    }
   }
 
   // What the measurements of a shape depend on besides its dims, now: the input's dtype and
@@ -596,7 +605,7 @@ class RuntimeImpl {
         return *hit;
       }
     }
-    if (!predictor_ && !warm_start_tried_) warm_start();
+    if (!predictor_ && !warm_start_tried_) warm_start(input);
     Chain chain;
     PlanCache* cache = nullptr;
     const ShapeKey* cache_key = nullptr;
@@ -777,6 +786,19 @@ class RuntimeImpl {
     if (options_.allow_rng_variants) candidates.push_back(OpMode::kRegenerate);
     MeasuredChain m = measure_chain(stages_, input, pool, first, candidates, options_.stage_clock,
                                     options_.measure_repeats);
+    if (first && !m.writes_input.empty() && m.writes_input[0]) {
+      // Each run of the stage would write the input again: the measurement's, a recomputation's.
+      throw ConfigError(fmt::format(
+          "monet::Runtime: the first stage, {}, writes the model's input in place; monet runs a "
+          "stage more than once (to measure it, and to recompute it under a budget), and would "
+          "write the input again each time. Make it write a new tensor (x.mul(2), not x.mul_(2); "
+          "inplace=false) or run it on the input before the step",
+          stages_[0].name));
+    }
+    if (first && join_aliasing_stages(m.aliases_input, input)) {
+      stats_.profile_seconds += m.seconds;
+      return measure(input, shape, pool);
+    }
     if (input.is_cuda() && options_.stage_clock == StageClock::kAuto && !m.kernel_times &&
         !clock_warned_) {
       clock_warned_ = true;
@@ -801,16 +823,66 @@ class RuntimeImpl {
     return m.chain;
   }
 
+  // Stages whose output shares their input's storage (a view, or the input written in place) are
+  // run with the stage before them (the first stage's with the stage after it): the memory model
+  // counts a stage's input and output apart, and an operator that writes in place cannot start a
+  // checkpointed segment. Returns whether any stage was joined; the caller measures again.
+  bool join_aliasing_stages(const std::vector<bool>& aliases, const at::Tensor& input) {
+    const std::size_t loss = stages_.size() - 1;
+    std::vector<bool> joins(stages_.size(), false);
+    std::string joined;
+    for (std::size_t k = 0; k < loss && k < aliases.size(); ++k) {
+      if (!aliases[k]) continue;
+      const std::size_t j = k == 0 ? 1 : k;  // the first stage takes the one after it
+      if (j >= loss) continue;
+      joins[j] = true;
+      joined += fmt::format("{}{}", joined.empty() ? "" : ", ", stages_[k].name);
+    }
+    if (joined.empty()) return false;
+    log(LogLevel::kInfo,
+        "stages {} give their input, or a view of it, as their output: each runs with the stage "
+        "before it (the first stage with the one after it)",
+        joined);
+    restage(joins, input);
+    return true;
+  }
+
+  void restage(const std::vector<bool>& joins, const at::Tensor& input) {
+    stages_ = merge_stages(std::move(stages_), joins);
+    index_parameters();
+    measured_on_ = measured_on(input);
+  }
+
   // Before the first measurement: the predictor saved by an earlier run (MONET_PREDICTOR_STATE),
   // with each stage's operator modes from its variants, so that a restarted job measures no shape
   // the saved state covers, not even its first. Throws ConfigError when the state was saved for
   // another model; passes over, with a warning, one measured on another dtype, device or set of
   // trained parameters.
-  void warm_start() {
+  void warm_start(const at::Tensor& input) {
     warm_start_tried_ = true;
     const std::string& path = options_.predictor_state;
     if (path.empty() || !std::filesystem::exists(path)) return;
     Predictor loaded = Predictor::load(path);
+    // A state saved after stages were joined (join_aliasing_stages) names them
+    // "3:Linear+4:Flatten": the same stages are joined first.
+    std::vector<bool> joins(stages_.size(), false);
+    std::size_t k = 0;
+    bool joined = true;
+    for (const StageLayout& l : loaded.layout()) {
+      std::size_t from = 0;
+      for (bool first_part = true; joined; first_part = false) {
+        const std::size_t plus = l.name.find('+', from);
+        const std::string part = l.name.substr(from, plus - from);
+        joined = k < stages_.size() && stages_[k].name == part;
+        if (joined) joins[k++] = !first_part;
+        if (plus == std::string::npos) break;
+        from = plus + 1;
+      }
+    }
+    if (joined && k == stages_.size() &&
+        std::find(joins.begin(), joins.end(), true) != joins.end()) {
+      restage(joins, input);
+    }
     std::vector<StageLayout> layout;
     std::vector<std::vector<OpMode>> modes;
     for (std::size_t i = 0; i < stages_.size(); ++i) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <stdexcept>
 
 #include "monet/errors.h"
 
@@ -60,13 +61,38 @@ std::vector<RuntimeStage> cut_stages(const torch::nn::Sequential& model, bool su
     s.name = fmt::format("{}:{}", i, short_name(module.ptr()->name()));
     s.fn = [module](const at::Tensor& x) mutable { return module.forward(x); };
     if (std::find(originals.begin(), originals.end(), module.ptr().get()) == originals.end()) {
-      s.substitute = module.ptr();
+      s.substitutes.push_back(module.ptr());
     }
     for (const auto& b : module.ptr()->buffers()) s.buffers.push_back(b);
     for (const auto& p : module.ptr()->parameters()) s.parameters.push_back(p);
     stages.push_back(std::move(s));
   }
   return stages;
+}
+
+std::vector<RuntimeStage> merge_stages(std::vector<RuntimeStage> stages,
+                                       const std::vector<bool>& joins_previous) {
+  if (joins_previous.size() != stages.size() || (!stages.empty() && joins_previous[0])) {
+    throw std::invalid_argument("merge_stages: one flag per stage, the first one false");
+  }
+  std::vector<RuntimeStage> merged;
+  for (std::size_t k = 0; k < stages.size(); ++k) {
+    RuntimeStage& s = stages[k];
+    if (!joins_previous[k]) {
+      merged.push_back(std::move(s));
+      continue;
+    }
+    RuntimeStage& into = merged.back();
+    into.name += "+" + s.name;
+    into.fn = [first = std::move(into.fn), then = std::move(s.fn)](const at::Tensor& x) {
+      return then(first(x));
+    };
+    into.buffers.insert(into.buffers.end(), s.buffers.begin(), s.buffers.end());
+    into.parameters.insert(into.parameters.end(), s.parameters.begin(), s.parameters.end());
+    into.substitutes.insert(into.substitutes.end(), s.substitutes.begin(), s.substitutes.end());
+    into.modes = {OpMode::kDefault};
+  }
+  return merged;
 }
 
 int RuntimeStage::trained_count() const {

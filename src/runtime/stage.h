@@ -24,8 +24,8 @@ struct RuntimeStage {
   // trained_parameters()): a model may freeze or unfreeze parameters between steps.
   std::vector<at::Tensor> parameters;
   std::vector<OpMode> modes = {OpMode::kDefault};  // variant index -> mode
-  // A monet::nn module made in place of the user's: it follows the model's train()/eval().
-  std::shared_ptr<torch::nn::Module> substitute;
+  // monet::nn modules made in place of the user's: they follow the model's train()/eval().
+  std::vector<std::shared_ptr<torch::nn::Module>> substitutes;
 
   // How many parameters require grad now, and whether any does.
   int trained_count() const;
@@ -38,6 +38,13 @@ struct RuntimeStage {
 // torch::nn modules that have memory-lean variants are replaced by their monet::nn equivalents
 // (sharing parameters and buffers). Throws ConfigError for an empty model.
 std::vector<RuntimeStage> cut_stages(const torch::nn::Sequential& model, bool substitute);
+
+// `stages` with each stage whose `joins_previous` is set run as one stage with the stage before
+// it: its forward after the earlier one's, its buffers, parameters and substitutes added, the names
+// joined by '+' ("3:Linear+4:Flatten"). The merged stages have only the default mode until they
+// are measured. `joins_previous` has one flag per stage; the first's must be false.
+std::vector<RuntimeStage> merge_stages(std::vector<RuntimeStage> stages,
+                                       const std::vector<bool>& joins_previous);
 
 // Copies of the buffers of some stages, put back by restore(): a stage recomputed in backward,
 // or a batch run again, must not update BatchNorm's running statistics twice.

@@ -414,6 +414,41 @@ TEST(RuntimeErrors, EvalModeAndNoGradRunThePlainModel) {
   pools::cpu().set_budget_bytes(0);
 }
 
+// A first stage that writes the model's input in place would write it again at every run of
+// the stage (the measurement's, a recomputation's): refused with what to do. Before, each of the
+// measurement pass's runs wrote the input again, and the step's gradients were not the plain
+// step's. A first stage that gives a view of the input (Flatten) runs with the stage after it.
+TEST(RuntimeErrors, AFirstStageThatWritesTheInputInPlaceIsNamed) {
+  install();
+  const auto loss = [](const torch::Tensor& out) { return out.square().mean(); };
+  torch::nn::Sequential writes(torch::nn::Functional([](torch::Tensor x) { return x.mul_(2); }),
+                               torch::nn::Linear(64, 64), torch::nn::Tanh());
+  Options o;
+  o.budget_bytes = 64 << 20;
+  Runtime rt(writes, o);
+  try {
+    rt.step(torch::randn({8, 64}), loss);
+    FAIL() << "a first stage that writes the input in place was run";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(std::string(e.what()),
+                ::testing::HasSubstr("the first stage, 0:Functional, writes the model's input"));
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("x.mul(2), not x.mul_(2)"));
+  }
+
+  torch::manual_seed(3);
+  torch::nn::Sequential views(torch::nn::Flatten(), torch::nn::Linear(64, 64), torch::nn::Tanh());
+  torch::manual_seed(3);
+  torch::nn::Sequential plain(torch::nn::Flatten(), torch::nn::Linear(64, 64), torch::nn::Tanh());
+  Runtime flat(views, o);
+  const torch::Tensor x = torch::randn({8, 4, 16});
+  flat.step(x, loss);
+  loss(plain->forward(x)).backward();
+  EXPECT_EQ(flat.stage_names(),
+            (std::vector<std::string>{"0:Flatten+1:Linear", "2:Tanh", "3:loss"}));
+  EXPECT_TRUE(views->parameters()[0].grad().equal(plain->parameters()[0].grad()));
+  pools::cpu().set_budget_bytes(0);
+}
+
 // An input the runtime cannot learn from is refused before anything runs: one with no elements,
 // and one of another rank than the first (a 3-D input's dims 0 and 1 would be read as the batch
 // and sequence of a 2-D one's).
