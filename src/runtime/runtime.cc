@@ -831,18 +831,21 @@ class RuntimeImpl {
     const std::size_t loss = stages_.size() - 1;
     std::vector<bool> joins(stages_.size(), false);
     std::string joined;
+    int count = 0;
     for (std::size_t k = 0; k < loss && k < aliases.size(); ++k) {
       if (!aliases[k]) continue;
       const std::size_t j = k == 0 ? 1 : k;  // the first stage takes the one after it
       if (j >= loss) continue;
       joins[j] = true;
       joined += fmt::format("{}{}", joined.empty() ? "" : ", ", stages_[k].name);
+      ++count;
     }
-    if (joined.empty()) return false;
+    if (count == 0) return false;
     log(LogLevel::kInfo,
-        "stages {} give their input, or a view of it, as their output: each runs with the stage "
-        "before it (the first stage with the one after it)",
-        joined);
+        "{} {} {} input, or a view of it, as {} output: {} with the stage before it (the first "
+        "stage with the one after it)",
+        count == 1 ? "stage" : "stages", joined, count == 1 ? "gives its" : "give their",
+        count == 1 ? "its" : "their", count == 1 ? "it runs" : "each runs");
     restage(joins, input);
     return true;
   }
