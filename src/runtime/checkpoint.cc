@@ -36,12 +36,18 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
                           c10::intrusive_ptr<Segment> segment) {
     segment->rng = RngState::capture();
     at::Tensor y = segment->run(x);
+    // No gradient for the output (a later stage detached it, or took its argmax): backward gets an
+    // undefined one, not zeros, and gives none, so that the parameters before keep no gradient, as
+    // in a plain step, rather than a zero one (which SGD's weight decay and momentum, and Adam,
+    // would act on).
+    ctx->set_materialize_grads(false);
     ctx->save_for_backward({x});
     ctx->saved_data["segment"] = at::IValue::make_capsule(std::move(segment));
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    if (!grad_outputs[0].defined()) return {Variable(), Variable(), Variable()};
     const auto segment =
         c10::static_intrusive_pointer_cast<Segment>(ctx->saved_data["segment"].toCapsule());
     const Variable x = ctx->get_saved_variables()[0];

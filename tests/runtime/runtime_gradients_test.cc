@@ -136,6 +136,57 @@ TEST_P(GradientsTest, EqualWithAndWithoutMonet) {
   pool.set_budget_bytes(0);
 }
 
+// A stage that stops the gradient (a detach, or an argmax) leaves the parameters before it without
+// one, as a plain step does, under every strategy. Before, a checkpointed segment given no
+// gradient got zeros from autograd, recomputed and gave its parameters zero gradients, on which
+// SGD's weight decay and momentum, and Adam, then acted.
+TEST(Gradients, NoneBeforeAStageThatStopsTheGradient) {
+  install();
+  const auto make = [](bool argmax) {
+    torch::manual_seed(5);
+    torch::nn::Sequential m(torch::nn::Linear(64, 64), torch::nn::Tanh());
+    if (argmax) {
+      m->push_back(torch::nn::Functional(
+          [](torch::Tensor x) { return x.argmax(-1, true).to(torch::kFloat); }));
+      m->push_back(torch::nn::Linear(1, 64));
+    } else {
+      m->push_back(torch::nn::Functional([](torch::Tensor x) { return x.detach() * 2; }));
+      m->push_back(torch::nn::Linear(64, 64));
+    }
+    m->push_back(torch::nn::Tanh());
+    m->push_back(torch::nn::Linear(64, 64));
+    return m;
+  };
+  const auto loss = [](const torch::Tensor& out) { return out.square().mean(); };
+  for (bool argmax : {false, true}) {
+    for (Strategy strategy : all_strategies()) {
+      SCOPED_TRACE(fmt::format("{} {}", argmax ? "argmax" : "detach", strategy_name(strategy)));
+      auto model = make(argmax);
+      auto plain = make(argmax);
+      Options o;
+      o.budget_bytes = 64 << 20;
+      o.strategy = strategy;
+      Runtime rt(model, o);
+      for (int i = 0; i < 3; ++i) {
+        torch::manual_seed(i);
+        const torch::Tensor x = torch::randn({16, 32, 64});
+        rt.step(x, loss);
+        loss(plain->forward(x)).backward();
+        const std::vector<torch::Tensor> got = model->parameters();
+        const std::vector<torch::Tensor> expected = plain->parameters();
+        for (std::size_t k = 0; k < got.size(); ++k) {
+          ASSERT_EQ(got[k].grad().defined(), expected[k].grad().defined())
+              << "parameter " << k << ", step " << i << ", plan " << rt.last_step().plan;
+          if (expected[k].grad().defined()) {
+            EXPECT_TRUE(got[k].grad().allclose(expected[k].grad(), 1e-6, 1e-7)) << k;
+          }
+        }
+      }
+      pools::cpu().set_budget_bytes(0);
+    }
+  }
+}
+
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (bool cuda : {false, true}) {
