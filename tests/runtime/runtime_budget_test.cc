@@ -209,11 +209,7 @@ TEST(RuntimeBudget, FreezingAndUnfreezingBetweenStepsIsMeasuredAfresh) {
       model->zero_grad();
       EXPECT_NO_THROW(rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); }))
           << "step " << i;
-      const StepReport& r = rt.last_step();
-      if (r.predicted_peak_bytes == 0) continue;
-      worst = std::max(
-          worst, std::abs(static_cast<double>(r.predicted_peak_bytes - r.measured_peak_bytes)) /
-                     static_cast<double>(r.measured_peak_bytes));
+      worst = std::max(worst, testing::peak_prediction_error(rt.last_step()));
     }
     EXPECT_GT(rt.stats().profiled_steps, profiled) << "steps " << from << " to " << to;
     EXPECT_LT(worst, 0.10) << "steps " << from << " to " << to;
@@ -253,11 +249,7 @@ TEST(RuntimeBudget, AModelConvertedToAnotherDtypeIsMeasuredAfresh) {
     model->zero_grad();
     EXPECT_NO_THROW(rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); }))
         << "step " << i;
-    const StepReport& r = rt.last_step();
-    if (i < 20 || r.predicted_peak_bytes == 0) continue;
-    worst = std::max(worst,
-                     std::abs(static_cast<double>(r.predicted_peak_bytes - r.measured_peak_bytes)) /
-                         static_cast<double>(r.measured_peak_bytes));
+    if (i >= 20) worst = std::max(worst, testing::peak_prediction_error(rt.last_step()));
   }
   EXPECT_GT(rt.stats().profiled_steps, profiled_in_float32);
   EXPECT_LT(worst, 0.10);
@@ -324,12 +316,7 @@ TEST(RuntimeBudget, StagesThatGiveBackTheirInputRunWithTheStageBefore) {
       model->zero_grad();
       plain->zero_grad();
       ASSERT_NO_THROW(rt.step(x, loss)) << "step " << i;
-      const StepReport& r = rt.last_step();
-      if (r.predicted_peak_bytes > 0) {
-        worst = std::max(
-            worst, std::abs(static_cast<double>(r.predicted_peak_bytes - r.measured_peak_bytes)) /
-                       static_cast<double>(r.measured_peak_bytes));
-      }
+      worst = std::max(worst, testing::peak_prediction_error(rt.last_step()));
       pools::cpu().set_budget_bytes(0);
       loss(plain->forward(x)).backward();
       pools::cpu().set_budget_bytes(static_cast<std::size_t>(o.budget_bytes));

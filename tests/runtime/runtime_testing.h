@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -86,6 +87,14 @@ inline double worst_relative_difference(const std::vector<torch::Tensor>& a,
   double worst = 0.0;
   for (double d : relative_differences(a, b)) worst = std::max(worst, d);
   return worst;
+}
+
+// How far a step's predicted peak was from its measured one, relative to the measured: 0 for a
+// step that measured its shape or ran without a budget (it predicted nothing).
+inline double peak_prediction_error(const StepReport& r) {
+  if (r.predicted_peak_bytes == 0) return 0.0;
+  return std::abs(static_cast<double>(r.predicted_peak_bytes - r.measured_peak_bytes)) /
+         static_cast<double>(r.measured_peak_bytes);
 }
 
 }  // namespace monet::testing
