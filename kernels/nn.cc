@@ -366,14 +366,17 @@ torch::nn::AnyModule substitute_one(const torch::nn::AnyModule& stage,
   return stage;
 }
 
-// Substitutes `stages`, fusing BatchNorm2d + ReLU pairs; `names` (may be empty) follow along.
-std::vector<torch::nn::AnyModule> substitute_all(const std::vector<torch::nn::AnyModule>& stages,
-                                                 const std::vector<std::string>& names,
-                                                 const SubstituteOptions& options,
-                                                 std::vector<std::string>* kept_names) {
-  std::vector<torch::nn::AnyModule> out;
+// Substitutes `stages`, fusing BatchNorm2d + ReLU pairs (and the triples and quadruples that
+// begin with one); each result says which stages it stands for.
+std::vector<Substitution> substitute_all(const std::vector<torch::nn::AnyModule>& stages,
+                                         const SubstituteOptions& options) {
+  std::vector<Substitution> out;
+  const auto take = [&](torch::nn::AnyModule module, std::size_t first, std::size_t count) {
+    Substitution s{std::move(module), {}};
+    for (std::size_t k = first; k < first + count; ++k) s.originals.push_back(stages[k].ptr());
+    out.push_back(std::move(s));
+  };
   for (std::size_t i = 0; i < stages.size(); ++i) {
-    if (!names.empty()) kept_names->push_back(names[i]);
     auto bn = as<torch::nn::BatchNorm2dImpl>(stages[i]);
     if (options.fuse_batch_norm_relu && bn && i + 1 < stages.size() &&
         as<torch::nn::ReLUImpl>(stages[i + 1])) {
@@ -387,21 +390,28 @@ std::vector<torch::nn::AnyModule> substitute_all(const std::vector<torch::nn::An
             bn2->options.num_features() == conv->options.out_channels() &&
             bn2->is_training() == bn->is_training()) {
           BatchNorm2d second(std::make_shared<BatchNorm2dImpl>(*bn2));
-          out.push_back(with_mode(
-              BatchNorm2dReLUConv2dBatchNorm2d(std::move(triple), std::move(second)), *bn));
+          take(with_mode(BatchNorm2dReLUConv2dBatchNorm2d(std::move(triple), std::move(second)),
+                         *bn),
+               i, 4);
           i += 3;
           continue;
         }
-        out.push_back(with_mode(std::move(triple), *bn));
+        take(with_mode(std::move(triple), *bn), i, 3);
         i += 2;
         continue;
       }
-      out.push_back(with_mode(std::move(pair), *bn));
+      take(with_mode(std::move(pair), *bn), i, 2);
       ++i;
       continue;
     }
-    out.push_back(substitute_one(stages[i], options));
+    take(substitute_one(stages[i], options), i, 1);
   }
+  return out;
+}
+
+std::vector<torch::nn::AnyModule> modules_of(const std::vector<Substitution>& substitutions) {
+  std::vector<torch::nn::AnyModule> out;
+  for (const Substitution& s : substitutions) out.push_back(s.module);
   return out;
 }
 
@@ -409,21 +419,38 @@ std::vector<torch::nn::AnyModule> substitute_all(const std::vector<torch::nn::An
 
 std::vector<torch::nn::AnyModule> substitute_variants(
     const std::vector<torch::nn::AnyModule>& stages, const SubstituteOptions& options) {
-  return substitute_all(stages, {}, options, nullptr);
+  return modules_of(substitute_all(stages, options));
+}
+
+std::vector<Substitution> substitute_variants_traced(
+    const std::vector<torch::nn::AnyModule>& stages, const SubstituteOptions& options) {
+  return substitute_all(stages, options);
 }
 
 torch::nn::Sequential substitute_variants(const torch::nn::Sequential& net,
                                           const SubstituteOptions& options) {
   const std::vector<torch::nn::AnyModule> children(net->begin(), net->end());
-  std::vector<std::string> names = net->named_children().keys();
-  std::vector<std::string> kept_names;
-  const std::vector<torch::nn::AnyModule> substituted =
-      substitute_all(children, names, options, &kept_names);
+  const std::vector<std::string> names = net->named_children().keys();
   torch::nn::Sequential out;
-  for (std::size_t i = 0; i < substituted.size(); ++i)
-    out->push_back(kept_names[i], substituted[i]);
+  std::size_t i = 0;  // the first child each result stands for, whose name it takes
+  for (const Substitution& s : substitute_all(children, options)) {
+    out->push_back(names[i], s.module);
+    i += s.originals.size();
+  }
   out->train(net->is_training());
   return out;
+}
+
+void follow_training_flags(const Substitution& s) {
+  if (!s.substituted()) return;
+  const std::shared_ptr<torch::nn::Module>& module = s.module.ptr();
+  // A fused module takes its first BatchNorm's flag; a quadruple's second BatchNorm its own.
+  const bool training = s.originals.front()->is_training();
+  if (module->is_training() != training) module->train(training);
+  if (auto quadruple = std::dynamic_pointer_cast<BatchNorm2dReLUConv2dBatchNorm2dImpl>(module)) {
+    const bool second = s.originals.back()->is_training();
+    if (quadruple->second->is_training() != second) quadruple->second->train(second);
+  }
 }
 
 }  // namespace monet::nn

@@ -234,4 +234,21 @@ std::vector<torch::nn::AnyModule> substitute_variants(
 torch::nn::Sequential substitute_variants(const torch::nn::Sequential& net,
                                           const SubstituteOptions& options = {});
 
+// A module of substitute_variants' result and the modules of its input it stands for: the module
+// itself where it was not substituted, one original where it replaces one, the two, three or four
+// of a fused pair, triple or quadruple.
+struct Substitution {
+  torch::nn::AnyModule module;
+  std::vector<std::shared_ptr<torch::nn::Module>> originals;
+  bool substituted() const { return module.ptr() != originals.front(); }
+};
+// substitute_variants, saying what each module stands for.
+std::vector<Substitution> substitute_variants_traced(
+    const std::vector<torch::nn::AnyModule>& stages, const SubstituteOptions& options = {});
+// Gives each part of a substitute the training flag of the original it stands for, as they are
+// now: a BatchNorm put in eval while the rest of the model trains (its statistics frozen, as
+// fine-tuning does) runs so in its substitute too, and so does a Dropout. A fused module's
+// BatchNorms each follow their own. Nothing to do where the module was not substituted.
+void follow_training_flags(const Substitution& s);
+
 }  // namespace monet::nn

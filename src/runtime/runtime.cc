@@ -270,12 +270,11 @@ class RuntimeImpl {
     }
   }
 
+  // The substitutes take their originals' training flags: the model's train() or eval(), and a
+  // BatchNorm or Dropout the user put in eval on its own.
   void follow_training_mode() {
-    const bool training = model_->is_training();
-    for (RuntimeStage& s : stages_) {
-      for (const auto& m : s.substitutes) {
-        if (m->is_training() != training) m->train(training);
-      }
+    for (const RuntimeStage& s : stages_) {
+      for (const nn::Substitution& m : s.substitutions) nn::follow_training_flags(m);
     }
   }
 

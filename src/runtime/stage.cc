@@ -37,7 +37,7 @@ void open(const torch::nn::Sequential& model, std::vector<torch::nn::AnyModule>*
 
 }  // namespace
 
-std::vector<torch::nn::AnyModule> substitute_lean_modules(
+std::vector<nn::Substitution> substitute_lean_modules(
     const std::vector<torch::nn::AnyModule>& modules);
 
 std::vector<RuntimeStage> cut_stages(const torch::nn::Sequential& model, bool substitute) {
@@ -50,19 +50,20 @@ std::vector<RuntimeStage> cut_stages(const torch::nn::Sequential& model, bool su
     throw ConfigError(
         "monet::Runtime needs a Sequential with at least one module: each child is a stage");
   }
-  std::vector<const torch::nn::Module*> originals;
-  for (const auto& m : modules) originals.push_back(m.ptr().get());
-  if (substitute) modules = substitute_lean_modules(modules);
+  std::vector<nn::Substitution> substitutions;
+  if (substitute) {
+    substitutions = substitute_lean_modules(modules);
+  } else {
+    for (const auto& m : modules) substitutions.push_back({m, {m.ptr()}});
+  }
   std::vector<RuntimeStage> stages;
-  stages.reserve(modules.size() + 1);
-  for (std::size_t i = 0; i < modules.size(); ++i) {
+  stages.reserve(substitutions.size() + 1);
+  for (std::size_t i = 0; i < substitutions.size(); ++i) {
     RuntimeStage s;
-    torch::nn::AnyModule module = modules[i];
+    torch::nn::AnyModule module = substitutions[i].module;
     s.name = fmt::format("{}:{}", i, short_name(module.ptr()->name()));
     s.fn = [module](const at::Tensor& x) mutable { return module.forward(x); };
-    if (std::find(originals.begin(), originals.end(), module.ptr().get()) == originals.end()) {
-      s.substitutes.push_back(module.ptr());
-    }
+    if (substitutions[i].substituted()) s.substitutions.push_back(substitutions[i]);
     for (const auto& b : module.ptr()->buffers()) s.buffers.push_back(b);
     for (const auto& p : module.ptr()->parameters()) s.parameters.push_back(p);
     stages.push_back(std::move(s));
@@ -89,7 +90,8 @@ std::vector<RuntimeStage> merge_stages(std::vector<RuntimeStage> stages,
     };
     into.buffers.insert(into.buffers.end(), s.buffers.begin(), s.buffers.end());
     into.parameters.insert(into.parameters.end(), s.parameters.begin(), s.parameters.end());
-    into.substitutes.insert(into.substitutes.end(), s.substitutes.begin(), s.substitutes.end());
+    into.substitutions.insert(into.substitutions.end(), s.substitutions.begin(),
+                              s.substitutions.end());
     into.modes = {OpMode::kDefault};
   }
   return merged;

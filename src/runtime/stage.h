@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "monet/nn.h"
 #include "monet/op_mode.h"
 
 namespace monet {
@@ -24,8 +25,9 @@ struct RuntimeStage {
   // trained_parameters()): a model may freeze or unfreeze parameters between steps.
   std::vector<at::Tensor> parameters;
   std::vector<OpMode> modes = {OpMode::kDefault};  // variant index -> mode
-  // monet::nn modules made in place of the user's: they follow the model's train()/eval().
-  std::vector<std::shared_ptr<torch::nn::Module>> substitutes;
+  // monet::nn modules made in place of the user's, each with the user's modules it stands for:
+  // every step, each part takes the training flag of its original (nn::follow_training_flags).
+  std::vector<nn::Substitution> substitutions;
 
   // How many parameters require grad now, and whether any does.
   int trained_count() const;
@@ -40,9 +42,9 @@ struct RuntimeStage {
 std::vector<RuntimeStage> cut_stages(const torch::nn::Sequential& model, bool substitute);
 
 // `stages` with each stage whose `joins_previous` is set run as one stage with the stage before
-// it: its forward after the earlier one's, its buffers, parameters and substitutes added, the names
-// joined by '+' ("3:Linear+4:Flatten"). The merged stages have only the default mode until they
-// are measured. `joins_previous` has one flag per stage; the first's must be false.
+// it: its forward after the earlier one's, its buffers, parameters and substitutions added, the
+// names joined by '+' ("3:Linear+4:Flatten"). The merged stages have only the default mode until
+// they are measured. `joins_previous` has one flag per stage; the first's must be false.
 std::vector<RuntimeStage> merge_stages(std::vector<RuntimeStage> stages,
                                        const std::vector<bool>& joins_previous);
 

@@ -3,9 +3,9 @@
 
 namespace monet {
 
-std::vector<torch::nn::AnyModule> substitute_lean_modules(
+std::vector<nn::Substitution> substitute_lean_modules(
     const std::vector<torch::nn::AnyModule>& modules) {
-  return monet::nn::substitute_variants(modules);
+  return monet::nn::substitute_variants_traced(modules);
 }
 
 }  // namespace monet

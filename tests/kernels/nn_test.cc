@@ -109,6 +109,35 @@ TEST(NnTest, TrainingFlagAndEvalFollowTheOriginal) {
   EXPECT_LE(max_diff(sub->forward(x), net->forward(x)), 1e-12);
 }
 
+// substitute_variants_traced says which originals each module stands for, and
+// follow_training_flags gives each part its original's flag as it is now: a fused quadruple's two
+// BatchNorms each their own.
+TEST(NnTest, TracedSubstitutesFollowTheirOriginalsFlags) {
+  tnn::Sequential net(tnn::BatchNorm2d(2), tnn::ReLU(),
+                      tnn::Conv2d(tnn::Conv2dOptions(2, 2, 3).padding(1)), tnn::BatchNorm2d(2),
+                      tnn::Dropout(0.5), tnn::Flatten());
+  const std::vector<tnn::AnyModule> children(net->begin(), net->end());
+  const std::vector<nn::Substitution> traced = nn::substitute_variants_traced(children);
+  ASSERT_EQ(traced.size(), 3u);
+  EXPECT_EQ(traced[0].originals.size(), 4u);
+  EXPECT_EQ(traced[0].originals[3], net->ptr(3));
+  EXPECT_TRUE(traced[0].substituted());
+  EXPECT_TRUE(traced[1].substituted());   // the Dropout
+  EXPECT_FALSE(traced[2].substituted());  // the Flatten, itself
+  auto fused = traced[0].module.get<nn::BatchNorm2dReLUConv2dBatchNorm2d>();
+  net[3]->eval();
+  net[4]->eval();
+  for (const nn::Substitution& s : traced) nn::follow_training_flags(s);
+  EXPECT_TRUE(fused->first->bn->is_training());
+  EXPECT_FALSE(fused->second->is_training());
+  EXPECT_FALSE(traced[1].module.ptr()->is_training());
+  net->eval();
+  net[3]->train();
+  for (const nn::Substitution& s : traced) nn::follow_training_flags(s);
+  EXPECT_FALSE(fused->first->bn->is_training());
+  EXPECT_TRUE(fused->second->is_training());
+}
+
 TEST(NnTest, VectorOfStagesWithoutFusion) {
   std::vector<tnn::AnyModule> stages{tnn::AnyModule(tnn::BatchNorm2d(4)),
                                      tnn::AnyModule(tnn::ReLU()),

@@ -187,6 +187,70 @@ TEST(Gradients, NoneBeforeAStageThatStopsTheGradient) {
   }
 }
 
+// A BatchNorm put in eval while the model trains (its statistics frozen, as fine-tuning does), and
+// a Dropout put in eval, run so in the modules monet substitutes for them, whether they were put
+// in eval before the Runtime was made or after: running statistics and gradients stay those of a
+// plain step. Before, the substitutes took the model's flag at every step: they normalized with
+// the batch's statistics and updated the frozen ones.
+TEST(Gradients, AModuleInEvalWhileTheModelTrainsStaysInEval) {
+  install();
+  const auto make = [] {
+    torch::manual_seed(5);
+    return torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 8, 3).padding(1)),
+                                 torch::nn::BatchNorm2d(8), torch::nn::ReLU(),
+                                 torch::nn::Conv2d(torch::nn::Conv2dOptions(8, 8, 3).padding(1)),
+                                 torch::nn::BatchNorm2d(8), torch::nn::Dropout(0.5),
+                                 torch::nn::Flatten(), torch::nn::Linear(8 * 16 * 16, 10));
+  };
+  const auto loss = [](const torch::Tensor& out) { return out.square().mean(); };
+  // Both BatchNorms and the Dropout; or the first BatchNorm alone, which the fused module of the
+  // two BatchNorms, the ReLU and the convolution between them then runs apart from the second.
+  for (const std::vector<std::size_t>& frozen :
+       {std::vector<std::size_t>{1, 4, 5}, std::vector<std::size_t>{1}}) {
+    for (bool before : {true, false}) {
+      for (Strategy strategy : {Strategy::kAll, Strategy::kMonet}) {
+        SCOPED_TRACE(fmt::format("{} frozen, {} the Runtime, {}", frozen.size(),
+                                 before ? "before" : "after", strategy_name(strategy)));
+        auto model = make();
+        auto plain = make();
+        const auto freeze = [&] {
+          for (std::size_t k : frozen) {
+            model[k]->eval();
+            plain[k]->eval();
+          }
+        };
+        if (before) freeze();
+        Options o;
+        o.budget_bytes = 64 << 20;
+        o.strategy = strategy;
+        Runtime rt(model, o);
+        if (!before) freeze();
+        for (int i = 0; i < 3; ++i) {
+          torch::manual_seed(i);
+          const torch::Tensor x = torch::randn({4, 3, 16, 16});
+          model->zero_grad();
+          plain->zero_grad();
+          torch::manual_seed(50 + i);
+          rt.step(x, loss);
+          torch::manual_seed(50 + i);
+          loss(plain->forward(x)).backward();
+          std::vector<torch::Tensor> got, expected;
+          for (const auto& p : model->parameters()) got.push_back(p.grad());
+          for (const auto& p : plain->parameters()) expected.push_back(p.grad());
+          EXPECT_LT(worst_relative_difference(got, expected), 1e-5) << "step " << i;
+          for (std::size_t k : {1, 4}) {
+            const auto ours = model[k]->as<torch::nn::BatchNorm2d>();
+            const auto theirs = plain[k]->as<torch::nn::BatchNorm2d>();
+            EXPECT_TRUE(ours->running_mean.allclose(theirs->running_mean)) << k;
+            EXPECT_TRUE(ours->running_var.allclose(theirs->running_var)) << k;
+          }
+        }
+        pools::cpu().set_budget_bytes(0);
+      }
+    }
+  }
+}
+
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (bool cuda : {false, true}) {
