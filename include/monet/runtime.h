@@ -170,7 +170,8 @@ class Runtime {
   // Runs out of memory at most max_retries times per batch, each time rolled back and replanned
   // with a larger margin; then, or when no plan fits at all, throws InfeasibleBudgetError naming
   // the least budget that would fit this shape, with gradients, RNG and buffers as before the
-  // call. In eval mode or under torch::NoGradGuard it is a plain forward and loss: no backward.
+  // call. In eval mode or under torch::NoGradGuard it is a plain forward and loss, recording
+  // nothing for a backward, which does not run.
   // A step whose input dtype or device, parameter dtypes or trained parameters differ from the
   // step before measures its shapes afresh.
   // Throws std::invalid_argument, before anything runs, for an input with no elements or with
@@ -179,8 +180,10 @@ class Runtime {
   torch::Tensor step(const torch::Tensor& input, const LossFn& loss_fn);
 
   // The forward alone, for evaluation: in eval mode or without grad it is the model's plain
-  // forward. In training with grad enabled it runs the plan of the input's shape and the caller
-  // runs backward (no retry: use step() for that).
+  // forward (in eval mode with grad enabled it records a graph, as the model would, for a caller
+  // that wants an input's gradient: evaluate under torch::NoGradGuard, or with step(), to keep
+  // only what a forward needs). In training with grad enabled it runs the plan of the input's
+  // shape and the caller runs backward (no retry: use step() for that).
   torch::Tensor forward(const torch::Tensor& input);
 
   const StepReport& last_step() const;

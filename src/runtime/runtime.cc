@@ -122,6 +122,10 @@ class RuntimeImpl {
     stages_.back().fn = loss_fn;
     follow_training_mode();
     if (!model_->is_training() || !c10::GradMode::is_enabled()) {
+      // No backward follows, so nothing is recorded for one: a forward that recorded a graph in
+      // eval mode would keep every stage's activations, up to the unplanned peak, over a budget
+      // that training fits in.
+      const at::NoGradGuard no_grad;
       const at::Tensor out = plain_forward(input);
       return loss_fn(out).detach();
     }

@@ -224,6 +224,37 @@ TEST(RuntimeBudget, FreezingAndUnfreezingBetweenStepsIsMeasuredAfresh) {
   pools::cpu().set_budget_bytes(0);
 }
 
+// An evaluation step (the model in eval mode, grad mode left on, as a validation loop often
+// leaves it) fits wherever training does, and gives the plain model's loss. Before, its forward
+// recorded a graph for a backward that never comes and kept every stage's activations: it ran out
+// of memory at a third of the peak, on the batch training had just run.
+TEST(RuntimeBudget, AnEvaluationStepFitsWhereTrainingDoes) {
+  install();
+  auto w = testing::small_transformer();
+  auto model = w->make_model(1);
+  auto plain = w->make_model(1);
+  const std::int64_t peak = workloads::unconstrained_peak(*w, 1, torch::kCPU).in_use_bytes;
+  pools::cpu().release_cached();
+  Options o;
+  o.budget_bytes = peak / 3;
+  Runtime rt(model, o);
+  const workloads::Batch b = w->largest_batch();
+  const auto loss = [&](const torch::Tensor& out) { return w->loss(out, b); };
+  rt.step(b.input, loss);
+  model->eval();
+  plain->eval();
+  pools::cpu().reset_peaks();
+  torch::Tensor evaluated;
+  ASSERT_NO_THROW(evaluated = rt.step(b.input, loss));
+  EXPECT_LE(pools::cpu().stats().peak_reserved_bytes, static_cast<std::size_t>(o.budget_bytes));
+  pools::cpu().set_budget_bytes(0);
+  EXPECT_NEAR(evaluated.item<double>(), loss(plain->forward(b.input)).item<double>(), 1e-5);
+  pools::cpu().set_budget_bytes(static_cast<std::size_t>(o.budget_bytes));
+  model->train();
+  EXPECT_NO_THROW(rt.step(b.input, loss));
+  pools::cpu().set_budget_bytes(0);
+}
+
 // A model converted to float64 between steps (module.to()) keeps twice the bytes for the same
 // shapes: it is measured afresh, and no batch is lost. Before, the runtime planned from float32's
 // measurements, ran out of memory four times on the largest shape and lost that batch.
