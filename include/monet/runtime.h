@@ -22,6 +22,13 @@
 // with their BatchNorm running statistics updated once), and a batch that runs out of memory is
 // rolled back (gradients, RNG state and module buffers as before it) and run again.
 //
+// What it asks of the model: a stage's forward may run more than once in a step (a new shape's
+// measurement runs each stage in each of its operator modes; a checkpointed stage runs again in
+// backward; a batch that ran out of memory runs again). monet puts back the RNG state and the
+// module buffers each time; any other effect of a forward (a counter a Functional keeps, a log
+// line, a tensor written in place outside the stage) happens once per run. The first stage must
+// not write the model's input in place (ConfigError at the first measured step).
+//
 // Not thread-safe: one runtime per training thread.
 #pragma once
 
