@@ -85,9 +85,11 @@ struct Options {
   // is not taken: the job measures afresh and writes over it.
   std::string predictor_state;
   // Which dims of the input vary between batches (the shape the predictor learns on and the plan
-  // cache keys by). Empty: dims 0 and 1 of a 2-D or 3-D input (batch, sequence); dims 0, 2 and 3
-  // of a 4-D one (batch, height, width); every dim otherwise. A negative or repeated dim is a
-  // ConfigError when the Runtime is made, a dim the input does not have one at the step.
+  // cache keys by), at most 4. Empty: dims 0 and 1 of a 2-D or 3-D input (batch, sequence); dims
+  // 0, 2 and 3 of a 4-D one (batch, height, width); dims 0, 2, 3 and 4 of a 5-D one (batch, depth
+  // or time, height, width); the one dim of a 1-D one; a ConfigError at the first step for an
+  // input of more dims. A negative or repeated dim, or more than 4, is a ConfigError when the
+  // Runtime is made, a dim the input does not have one at the step.
   std::vector<int> varying_dims;
   // Plans cached, one per bucket of varying dims (least recently used dropped first).
   std::size_t plan_cache_capacity = 256;

@@ -24,6 +24,7 @@
 #include "planner/plan_cache.h"
 #include "planner/shape_key.h"
 #include "planner/simulate.h"
+#include "predictor/monomial_basis.h"
 #include "predictor/predictor.h"
 #include "runtime/executor.h"
 #include "runtime/kernel_clock.h"
@@ -268,6 +269,12 @@ class RuntimeImpl {
             d, d < 0 ? "(negative)" : "twice"));
       }
     }
+    if (options_.varying_dims.size() > static_cast<std::size_t>(kMaxDims)) {
+      throw ConfigError(fmt::format(
+          "monet::Options::varying_dims names {} dims; the predictor learns on at most {}: name "
+          "only the dims that change between batches",
+          options_.varying_dims.size(), kMaxDims));
+    }
     if (options_.measure_repeats < 1) {
       throw ConfigError(fmt::format("monet::Options::measure_repeats is {}; use 1 or more",
                                     options_.measure_repeats));
@@ -317,8 +324,16 @@ class RuntimeImpl {
         dims = {0, 1};
       } else if (rank == 4) {
         dims = {0, 2, 3};
-      } else {
+      } else if (rank == 5) {
+        dims = {0, 2, 3, 4};  // batch, depth or time, height, width (N, C, D, H, W)
+      } else if (rank <= kMaxDims) {
         for (int d = 0; d < rank; ++d) dims.push_back(d);
+      } else {
+        throw ConfigError(fmt::format(
+            "monet::Runtime: the input ({}) has {} dims, and monet has no default for which of "
+            "them change between batches; it learns on at most {}: set Options::varying_dims to "
+            "the dims that do",
+            join_dims(sizes), rank, kMaxDims));
       }
     }
     Shape shape;

@@ -449,6 +449,34 @@ TEST(RuntimeErrors, AFirstStageThatWritesTheInputInPlaceIsNamed) {
   pools::cpu().set_budget_bytes(0);
 }
 
+// A 5-D input (video, or a 3-D scan: N, C, D, H, W) learns on its batch, depth, height and width
+// by default. Before, every dim was taken, the predictor (which learns on at most 4) refused the
+// shape with its own words ("coverage_gap shape [2, 3, 5, 10, 10] has 5 dims"), and no step ran.
+// An input of more dims has no default: the first step names Options::varying_dims.
+TEST(RuntimeErrors, AFiveDimInputTrainsAndOneOfMoreDimsNamesVaryingDims) {
+  install();
+  torch::nn::Sequential model(
+      torch::nn::Conv3d(torch::nn::Conv3dOptions(3, 8, 3).padding(1)), torch::nn::ReLU(),
+      torch::nn::Conv3d(torch::nn::Conv3dOptions(8, 8, 3).padding(1)), torch::nn::Tanh());
+  Options o;
+  o.budget_bytes = 64 << 20;
+  Runtime rt(model, o);
+  const auto loss = [](const torch::Tensor& out) { return out.square().mean(); };
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_NO_THROW(rt.step(torch::randn({2, 3, 4 + i, 8 + 2 * i, 8 + 2 * i}), loss)) << i;
+    const std::string side = std::to_string(8 + 2 * i);
+    EXPECT_EQ(rt.last_step().shape, "2x" + std::to_string(4 + i) + "x" + side + "x" + side);
+  }
+  Runtime six(torch::nn::Sequential(torch::nn::Flatten(), torch::nn::Linear(64, 4)), o);
+  try {
+    six.step(torch::randn({2, 1, 2, 2, 2, 8}), loss);
+    FAIL() << "a 6-D input was taken without varying_dims";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("set Options::varying_dims"));
+  }
+  pools::cpu().set_budget_bytes(0);
+}
+
 // An input the runtime cannot learn from is refused before anything runs: one with no elements,
 // and one of another rank than the first (a 3-D input's dims 0 and 1 would be read as the batch
 // and sequence of a 2-D one's).
@@ -559,6 +587,14 @@ TEST(RuntimeErrors, BadOptionsSayWhatToDo) {
     } catch (const ConfigError& e) {
       EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("name each varying dim"));
     }
+  }
+  Options five;
+  five.varying_dims = {0, 1, 2, 3, 4};
+  try {
+    Runtime rt(w->make_model(1), five);
+    ADD_FAILURE() << "five varying dims were taken";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("learns on at most 4"));
   }
   Options dims;
   dims.varying_dims = {7};
