@@ -441,13 +441,40 @@ torch::nn::Sequential substitute_variants(const torch::nn::Sequential& net,
   return out;
 }
 
-void follow_training_flags(const Substitution& s) {
+namespace {
+
+// A BatchNorm's momentum and eps, as the user's module has them now.
+void follow_batch_norm_options(torch::nn::BatchNorm2dOptions* ours,
+                               const std::shared_ptr<torch::nn::Module>& original) {
+  if (auto bn = std::dynamic_pointer_cast<torch::nn::BatchNorm2dImpl>(original)) {
+    ours->momentum(bn->options.momentum());
+    ours->eps(bn->options.eps());
+  }
+}
+
+}  // namespace
+
+void follow_originals(const Substitution& s) {
   if (!s.substituted()) return;
   const std::shared_ptr<torch::nn::Module>& module = s.module.ptr();
+  const std::shared_ptr<torch::nn::Module>& first = s.originals.front();
   // A fused module takes its first BatchNorm's flag; a quadruple's second BatchNorm its own.
-  const bool training = s.originals.front()->is_training();
+  const bool training = first->is_training();
   if (module->is_training() != training) module->train(training);
-  if (auto quadruple = std::dynamic_pointer_cast<BatchNorm2dReLUConv2dBatchNorm2dImpl>(module)) {
+  if (auto dropout = std::dynamic_pointer_cast<DropoutImpl>(module)) {
+    if (auto theirs = std::dynamic_pointer_cast<torch::nn::DropoutImpl>(first)) {
+      dropout->options.p(theirs->options.p());
+    }
+  } else if (auto bn = std::dynamic_pointer_cast<BatchNorm2dImpl>(module)) {
+    follow_batch_norm_options(&bn->options, first);
+  } else if (auto pair = std::dynamic_pointer_cast<BatchNorm2dReLUImpl>(module)) {
+    follow_batch_norm_options(&pair->options, first);
+  } else if (auto triple = std::dynamic_pointer_cast<BatchNorm2dReLUConv2dImpl>(module)) {
+    follow_batch_norm_options(&triple->bn->options, first);
+  } else if (auto quadruple =
+                 std::dynamic_pointer_cast<BatchNorm2dReLUConv2dBatchNorm2dImpl>(module)) {
+    follow_batch_norm_options(&quadruple->first->bn->options, first);
+    follow_batch_norm_options(&quadruple->second->options, s.originals.back());
     const bool second = s.originals.back()->is_training();
     if (quadruple->second->is_training() != second) quadruple->second->train(second);
   }

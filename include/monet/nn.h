@@ -245,10 +245,11 @@ struct Substitution {
 // substitute_variants, saying what each module stands for.
 std::vector<Substitution> substitute_variants_traced(
     const std::vector<torch::nn::AnyModule>& stages, const SubstituteOptions& options = {});
-// Gives each part of a substitute the training flag of the original it stands for, as they are
-// now: a BatchNorm put in eval while the rest of the model trains (its statistics frozen, as
-// fine-tuning does) runs so in its substitute too, and so does a Dropout. A fused module's
-// BatchNorms each follow their own. Nothing to do where the module was not substituted.
-void follow_training_flags(const Substitution& s);
+// Gives each part of a substitute what the original it stands for has now: its training flag (a
+// BatchNorm put in eval while the rest of the model trains, its statistics frozen as fine-tuning
+// does, runs so in its substitute too, and so does a Dropout), a Dropout's p and a BatchNorm's
+// momentum and eps (a schedule may change them). A fused module's BatchNorms each follow their
+// own. Nothing to do where the module was not substituted.
+void follow_originals(const Substitution& s);
 
 }  // namespace monet::nn

@@ -285,7 +285,7 @@ class RuntimeImpl {
   // BatchNorm or Dropout the user put in eval on its own.
   void follow_training_mode() {
     for (const RuntimeStage& s : stages_) {
-      for (const nn::Substitution& m : s.substitutions) nn::follow_training_flags(m);
+      for (const nn::Substitution& m : s.substitutions) nn::follow_originals(m);
     }
   }
 

@@ -26,7 +26,8 @@ struct RuntimeStage {
   std::vector<at::Tensor> parameters;
   std::vector<OpMode> modes = {OpMode::kDefault};  // variant index -> mode
   // monet::nn modules made in place of the user's, each with the user's modules it stands for:
-  // every step, each part takes the training flag of its original (nn::follow_training_flags).
+  // every step, each part takes what its original has then: its training flag, a Dropout's p, a
+  // BatchNorm's momentum and eps (nn::follow_originals).
   std::vector<nn::Substitution> substitutions;
 
   // How many parameters require grad now, and whether any does.

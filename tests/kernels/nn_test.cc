@@ -110,8 +110,8 @@ TEST(NnTest, TrainingFlagAndEvalFollowTheOriginal) {
 }
 
 // substitute_variants_traced says which originals each module stands for, and
-// follow_training_flags gives each part its original's flag as it is now: a fused quadruple's two
-// BatchNorms each their own.
+// follow_originals gives each part what its original has now: the training flag (a fused
+// quadruple's two BatchNorms each their own), a Dropout's p, a BatchNorm's momentum and eps.
 TEST(NnTest, TracedSubstitutesFollowTheirOriginalsFlags) {
   tnn::Sequential net(tnn::BatchNorm2d(2), tnn::ReLU(),
                       tnn::Conv2d(tnn::Conv2dOptions(2, 2, 3).padding(1)), tnn::BatchNorm2d(2),
@@ -127,15 +127,22 @@ TEST(NnTest, TracedSubstitutesFollowTheirOriginalsFlags) {
   auto fused = traced[0].module.get<nn::BatchNorm2dReLUConv2dBatchNorm2d>();
   net[3]->eval();
   net[4]->eval();
-  for (const nn::Substitution& s : traced) nn::follow_training_flags(s);
+  for (const nn::Substitution& s : traced) nn::follow_originals(s);
   EXPECT_TRUE(fused->first->bn->is_training());
   EXPECT_FALSE(fused->second->is_training());
   EXPECT_FALSE(traced[1].module.ptr()->is_training());
   net->eval();
   net[3]->train();
-  for (const nn::Substitution& s : traced) nn::follow_training_flags(s);
+  for (const nn::Substitution& s : traced) nn::follow_originals(s);
   EXPECT_FALSE(fused->first->bn->is_training());
   EXPECT_TRUE(fused->second->is_training());
+  net[4]->as<tnn::Dropout>()->options.p(0.25);
+  net[3]->as<tnn::BatchNorm2d>()->options.momentum(0.5).eps(1e-3);
+  for (const nn::Substitution& s : traced) nn::follow_originals(s);
+  EXPECT_EQ(traced[1].module.get<nn::Dropout>()->options.p(), 0.25);
+  EXPECT_EQ(fused->second->options.momentum(), 0.5);
+  EXPECT_EQ(fused->second->options.eps(), 1e-3);
+  EXPECT_EQ(fused->first->bn->options.momentum(), 0.1);
 }
 
 TEST(NnTest, VectorOfStagesWithoutFusion) {
