@@ -225,7 +225,6 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
   // from a gradient of ones shaped like its output (bytes and times do not depend on its values).
   out.chain.stages.resize(n);
   out.aliases_input.assign(n, false);
-  out.writes_input.assign(n, false);
   at::Tensor x = input;
   // Whether a stage's input needs a gradient in a training step: once the input or a stage before
   // has a parameter that trains. Before that (a frozen prefix of a model being fine-tuned) autograd
@@ -249,7 +248,7 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
                                   out.kernel_times, &first, &held[0]));
     std::vector<OpMode> modes = stage.modes;
     out.aliases_input[k] = first.aliases_input;
-    out.writes_input[k] = first.writes_input;
+    if (k == 0) out.first_writes_input = first.writes_input;
     if (first.aliases_input && k > 0) {
       // Measured again once it runs with the stage before it: no other mode, no other timing.
       modes = {OpMode::kDefault};

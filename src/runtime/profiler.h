@@ -46,9 +46,9 @@ struct MeasuredChain {
   // copy of its input). The memory model counts a stage's input and output apart, so such a stage
   // is run as part of the stage before it (merge_stages) and the chain measured again.
   std::vector<bool> aliases_input;
-  // Per stage: its forward wrote its input in place (one of those aliases_input names). Where the
-  // first stage does, it writes the model's input, which the runtime's stages run again from.
-  std::vector<bool> writes_input;
+  // The first stage's forward wrote its input in place: the model's input, which the runtime's
+  // stages run again from.
+  bool first_writes_input = false;
 };
 
 // Measures `stages` on `input` through `pool`. With `find_variants`, every stage that called a

@@ -804,7 +804,7 @@ class RuntimeImpl {
     if (options_.allow_rng_variants) candidates.push_back(OpMode::kRegenerate);
     MeasuredChain m = measure_chain(stages_, input, pool, first, candidates, options_.stage_clock,
                                     options_.measure_repeats);
-    if (first && !m.writes_input.empty() && m.writes_input[0]) {
+    if (first && m.first_writes_input) {
       // Each run of the stage would write the input again: the measurement's, a recomputation's.
       throw ConfigError(fmt::format(
           "monet::Runtime: the first stage, {}, writes the model's input in place; monet runs a "
