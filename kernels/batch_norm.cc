@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/autocast.h"
 #include "kernels/variant_util.h"
 #include "kernels/weak_channels.h"
 #include "monet/ops.h"
@@ -202,6 +203,9 @@ struct ConvShape {
   bool has_bias = false;
   std::vector<std::int64_t> stride, padding, dilation;
   std::int64_t groups = 1;
+  // Under autocast, the input is cast to the weight's dtype (autocast's, see autocast_conv), as
+  // torch's conv2d casts it.
+  bool autocast = false;
 
   void save(AutogradContext* ctx) const {
     ctx->saved_data["conv_bias"] = has_bias;
@@ -209,11 +213,16 @@ struct ConvShape {
     ctx->saved_data["padding"] = padding;
     ctx->saved_data["dilation"] = dilation;
     ctx->saved_data["groups"] = groups;
+    ctx->saved_data["autocast"] = autocast;
   }
   static ConvShape load(AutogradContext* ctx) {
-    return {ctx->saved_data["conv_bias"].toBool(), ctx->saved_data["stride"].toIntVector(),
+    return {ctx->saved_data["conv_bias"].toBool(),    ctx->saved_data["stride"].toIntVector(),
             ctx->saved_data["padding"].toIntVector(), ctx->saved_data["dilation"].toIntVector(),
-            ctx->saved_data["groups"].toInt()};
+            ctx->saved_data["groups"].toInt(),        ctx->saved_data["autocast"].toBool()};
+  }
+  // The convolution's input as it runs: relu(y), cast where autocast casts it.
+  at::Tensor input(const at::Tensor& relu_y, const at::Tensor& weight) const {
+    return autocast ? relu_y.to(weight.scalar_type()) : relu_y;
   }
   at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
                          const c10::optional<at::Tensor>& bias) const {
@@ -221,6 +230,22 @@ struct ConvShape {
                            /*output_padding=*/{0, 0}, groups);
   }
 };
+
+// A fused op's convolution weight and bias as its convolution takes them. Under autocast for x's
+// device, torch's conv2d runs in autocast's dtype: the weight and bias are cast here, before the
+// autograd Function, so that the cast is recorded and their gradients come back in their own
+// dtype, and the input inside (ConvShape::autocast). Elsewhere they are as given.
+struct AutocastConv {
+  at::Tensor weight, bias;
+  bool autocast = false;
+};
+AutocastConv autocast_conv(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  const compat::optional<at::ScalarType> lower = kernels::autocast_lower_precision(x);
+  if (!lower) return {weight, bias, false};
+  const c10::DeviceType device = x.device().type();
+  return {kernels::autocast_cast(weight, *lower, device),
+          kernels::autocast_cast(bias, *lower, device), true};
+}
 
 // What conv2d(relu(batch_norm(x))) keeps in both fused ops, in save_for_backward's order from 0:
 // the BatchNorm's weight and bias, the convolution's weight, then the BatchNorm's kept tensors
@@ -241,7 +266,8 @@ at::Tensor batch_norm_relu_conv_forward(const at::Tensor& x, const at::Tensor& w
                                         variable_list* saved) {
   KeptBatchNorm kept =
       forward_keeping_output(x, weight, bias, running_mean, running_var, momentum, eps);
-  at::Tensor out = shape.convolution(at::relu(kept.y), conv_weight, conv_bias);
+  at::Tensor out =
+      shape.convolution(shape.input(at::relu(kept.y), conv_weight), conv_weight, conv_bias);
   *saved = {weight, bias, conv_weight};
   save_kept(kept, eps, ctx, saved);
   return out;
@@ -250,7 +276,8 @@ at::Tensor batch_norm_relu_conv_forward(const at::Tensor& x, const at::Tensor& w
 // The gradients of conv2d(relu(batch_norm(x))) from `grad_out`, the gradient of the convolution's
 // output: torch's own convolution backward on `input` (relu(y), recomputed), the ReLU's, and the
 // output-keeping BatchNorm's. `grad_out` and `input` are released once the convolution's backward
-// has run. Returns the gradients of {x, weight, bias, conv weight, conv bias}.
+// has run. `input` is as the convolution took it (ConvShape::input). Returns the gradients of
+// {x, weight, bias, conv weight, conv bias}.
 std::array<at::Tensor, 5> batch_norm_relu_conv_backward(at::Tensor grad_out, at::Tensor input,
                                                         const variable_list& saved,
                                                         const ConvShape& shape,
@@ -267,6 +294,8 @@ std::array<at::Tensor, 5> batch_norm_relu_conv_backward(at::Tensor grad_out, at:
       {true, conv_weight.requires_grad(), shape.has_bias});
   grad_out = at::Tensor();
   input = at::Tensor();
+  // Under autocast, the cast's backward: the gradient back in y's dtype.
+  if (grad_input.scalar_type() != kept.y.scalar_type()) grad_input = grad_input.to(kept.y.dtype());
   const at::Tensor g = at::threshold_backward(grad_input, kept.y, 0);
   grad_input = at::Tensor();
   const variable_list bn = backward_from_output(g, kept, saved[0], saved[1], eps);
@@ -277,19 +306,21 @@ std::array<at::Tensor, 5> batch_norm_relu_conv_backward(at::Tensor grad_out, at:
 // recomputes the convolution's input relu(y), then runs torch's own convolution backward, the
 // ReLU's and the output-keeping BatchNorm's. torch's three ops keep x and relu(y).
 struct BatchNormReLUConvolution : torch::autograd::Function<BatchNormReLUConvolution> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x,
-                            const c10::optional<at::Tensor>& weight_arg,
-                            const c10::optional<at::Tensor>& bias_arg,
-                            const c10::optional<at::Tensor>& running_mean,
-                            const c10::optional<at::Tensor>& running_var, double momentum,
-                            double eps, const at::Tensor& conv_weight,
-                            const c10::optional<at::Tensor>& conv_bias,
-                            std::vector<std::int64_t> stride, std::vector<std::int64_t> padding,
-                            std::vector<std::int64_t> dilation, std::int64_t groups) {
+  static at::Tensor forward(
+      AutogradContext* ctx, const at::Tensor& x, const c10::optional<at::Tensor>& weight_arg,
+      const c10::optional<at::Tensor>& bias_arg, const c10::optional<at::Tensor>& running_mean,
+      const c10::optional<at::Tensor>& running_var, double momentum, double eps,
+      const at::Tensor& conv_weight, const c10::optional<at::Tensor>& conv_bias,
+      std::vector<std::int64_t> stride, std::vector<std::int64_t> padding,
+      std::vector<std::int64_t> dilation, std::int64_t groups, bool autocast) {
     const at::Tensor weight = weight_arg.value_or(at::Tensor());
     const at::Tensor bias = bias_arg.value_or(at::Tensor());
-    const ConvShape shape{conv_bias.has_value(), std::move(stride), std::move(padding),
-                          std::move(dilation), groups};
+    const ConvShape shape{conv_bias.has_value(),
+                          std::move(stride),
+                          std::move(padding),
+                          std::move(dilation),
+                          groups,
+                          autocast};
     variable_list saved;
     at::Tensor out =
         batch_norm_relu_conv_forward(x, weight, bias, running_mean, running_var, momentum, eps,
@@ -303,10 +334,11 @@ struct BatchNormReLUConvolution : torch::autograd::Function<BatchNormReLUConvolu
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     // The convolution's input, recomputed.
+    const ConvShape shape = ConvShape::load(ctx);
     const std::array<at::Tensor, 5> g = batch_norm_relu_conv_backward(
-        grads[0], at::relu(saved[kKeptFirst]), saved, ConvShape::load(ctx), ctx);
+        grads[0], shape.input(at::relu(saved[kKeptFirst]), saved[kConvWeight]), saved, shape, ctx);
     variable_list out = {g[0], g[1], g[2]};
-    out.resize(13);  // nothing for the statistics, momentum, eps and the convolution's shape
+    out.resize(14);  // nothing for the statistics, momentum, eps, the convolution's shape, autocast
     out[7] = g[3];
     out[8] = g[4];
     return out;
@@ -329,11 +361,15 @@ struct BatchNormReLUConvolutionBatchNorm
       std::vector<std::int64_t> dilation, std::int64_t groups,
       const c10::optional<at::Tensor>& weight2_arg, const c10::optional<at::Tensor>& bias2_arg,
       const c10::optional<at::Tensor>& running_mean2, const c10::optional<at::Tensor>& running_var2,
-      double momentum2, double eps2) {
+      double momentum2, double eps2, bool autocast) {
     const at::Tensor weight = weight_arg.value_or(at::Tensor());
     const at::Tensor bias = bias_arg.value_or(at::Tensor());
-    const ConvShape shape{conv_bias.has_value(), std::move(stride), std::move(padding),
-                          std::move(dilation), groups};
+    const ConvShape shape{conv_bias.has_value(),
+                          std::move(stride),
+                          std::move(padding),
+                          std::move(dilation),
+                          groups,
+                          autocast};
     variable_list saved;
     const at::Tensor c =
         batch_norm_relu_conv_forward(x, weight, bias, running_mean, running_var, momentum, eps,
@@ -359,7 +395,7 @@ struct BatchNormReLUConvolutionBatchNorm
     const at::Tensor& bias2 = saved[k + 1];
     const ConvShape shape = ConvShape::load(ctx);
     // The convolution's input, recomputed.
-    at::Tensor input = at::relu(saved[kKeptFirst]);
+    at::Tensor input = shape.input(at::relu(saved[kKeptFirst]), saved[kConvWeight]);
     at::Tensor grad_c, grad_weight2, grad_bias2;
     {
       // The convolution's output, recomputed: the second BatchNorm's input, whose backward is
@@ -373,7 +409,7 @@ struct BatchNormReLUConvolutionBatchNorm
     const std::array<at::Tensor, 5> g =
         batch_norm_relu_conv_backward(std::move(grad_c), std::move(input), saved, shape, ctx);
     variable_list out = {g[0], g[1], g[2]};
-    out.resize(19);  // nothing for the statistics, momenta, eps and the convolution's shape
+    out.resize(20);  // nothing for the statistics, momenta, eps, the convolution's shape, autocast
     out[7] = g[3];
     out[8] = g[4];
     out[13] = weight2.defined() ? grad_weight2 : at::Tensor();
@@ -427,9 +463,11 @@ at::Tensor bn_relu_conv2d(const at::Tensor& x, const at::Tensor& weight, const a
         plain_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
     return at::conv2d(at::relu(y), conv_weight, conv_bias, stride, padding, dilation, groups);
   }
-  return BatchNormReLUConvolution::apply(
-      x, optional(weight), optional(bias), optional(running_mean), optional(running_var), momentum,
-      eps, conv_weight, optional(conv_bias), stride.vec(), padding.vec(), dilation.vec(), groups);
+  const AutocastConv conv = autocast_conv(x, conv_weight, conv_bias);
+  return BatchNormReLUConvolution::apply(x, optional(weight), optional(bias),
+                                         optional(running_mean), optional(running_var), momentum,
+                                         eps, conv.weight, optional(conv.bias), stride.vec(),
+                                         padding.vec(), dilation.vec(), groups, conv.autocast);
 }
 
 void check_conv_args(const char* op, const at::Tensor& x, const at::Tensor& conv_weight,
@@ -493,12 +531,13 @@ at::Tensor batch_norm_relu_conv2d_batch_norm(const at::Tensor& x, const BatchNor
                               second.running_var, training, second.momentum, second.eps,
                               /*fuse_relu=*/false);
   }
+  const AutocastConv cast = autocast_conv(x, conv.weight, conv.bias);
   return BatchNormReLUConvolutionBatchNorm::apply(
       x, optional(first.weight), optional(first.bias), optional(first.running_mean),
-      optional(first.running_var), first.momentum, first.eps, conv.weight, optional(conv.bias),
+      optional(first.running_var), first.momentum, first.eps, cast.weight, optional(cast.bias),
       conv.stride, conv.padding, conv.dilation, conv.groups, optional(second.weight),
       optional(second.bias), optional(second.running_mean), optional(second.running_var),
-      second.momentum, second.eps);
+      second.momentum, second.eps, cast.autocast);
 }
 
 }  // namespace monet::ops

@@ -6,6 +6,7 @@
 
 #include <utility>
 
+#include "kernels/autocast.h"
 #include "runtime/rng_state.h"
 
 namespace monet {
@@ -15,11 +16,13 @@ using torch::autograd::AutogradContext;
 using torch::autograd::Variable;
 using torch::autograd::variable_list;
 
-// What backward needs besides the input: the stages, their modes, and the RNG state of forward.
+// What backward needs besides the input: the stages, their modes, and the RNG and autocast state
+// of forward.
 struct Segment : torch::CustomClassHolder {
   std::vector<RuntimeStage> stages;
   std::vector<OpMode> modes;
   RngState rng;
+  kernels::AutocastState autocast;
 
   at::Tensor run(at::Tensor x) const {
     for (std::size_t k = 0; k < stages.size(); ++k) {
@@ -35,6 +38,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   static Variable forward(AutogradContext* ctx, Variable x, Variable anchor,
                           c10::intrusive_ptr<Segment> segment) {
     segment->rng = RngState::capture();
+    segment->autocast = kernels::AutocastState::current();
     at::Tensor y = segment->run(x);
     // No gradient for the output (a later stage detached it, or took its argmax): backward gets an
     // undefined one, not zeros, and gives none, so that the parameters before keep no gradient, as
@@ -57,6 +61,8 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     at::Tensor y;
     {
       const ForkedRng rng(segment->rng);
+      // A backward may run outside the autocast region its forward ran in (AMP's usual loop).
+      const kernels::AutocastScope autocast(segment->autocast);
       const at::AutoGradMode grad(true);
       y = segment->run(leaf);
     }

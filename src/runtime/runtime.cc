@@ -17,6 +17,7 @@
 #include "allocator/device_pools.h"
 #include "common/atomic_file.h"
 #include "common/log.h"
+#include "kernels/autocast.h"
 #include "monet/allocator.h"
 #include "monet/bytes.h"
 #include "planner/chain_json.h"
@@ -54,35 +55,16 @@ bool is_out_of_memory(const c10::Error& e) {
   return std::string(e.what()).find("out of memory") != std::string::npos;
 }
 
-// "float32", "int64": the name torch gives a dtype in Python.
-std::string dtype_name(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat:
-      return "float32";
-    case at::kDouble:
-      return "float64";
-    case at::kHalf:
-      return "float16";
-    case at::kBFloat16:
-      return "bfloat16";
-    case at::kLong:
-      return "int64";
-    case at::kInt:
-      return "int32";
-    default:
-      return c10::toString(t);
-  }
-}
-
 // What the measurements of a shape depend on besides its dims (RuntimeImpl::measured_on).
 struct MeasuredOn {
   at::ScalarType input_type = at::kFloat;
   at::Device input_device = at::kCPU;
   std::vector<at::ScalarType> parameter_types;  // each parameter once, in grad_owners_'s order
   std::vector<int> trained;                     // per stage, how many of its parameters train
+  kernels::AutocastState autocast;              // mixed precision: what the stages' ops run in
   bool operator==(const MeasuredOn& o) const {
     return input_type == o.input_type && input_device == o.input_device &&
-           parameter_types == o.parameter_types && trained == o.trained;
+           parameter_types == o.parameter_types && trained == o.trained && autocast == o.autocast;
   }
 };
 
@@ -444,33 +426,35 @@ class RuntimeImpl {
   }
 
   // What the measurements of a shape depend on besides its dims, now: the input's dtype and
-  // device, each parameter's dtype, and how many parameters of each stage train.
+  // device, each parameter's dtype, how many parameters of each stage train, and autocast.
   MeasuredOn measured_on(const at::Tensor& input) const {
     MeasuredOn m;
     m.input_type = input.scalar_type();
     m.input_device = input.device();
     for (const GradOwner& o : grad_owners_) m.parameter_types.push_back(o.parameter.scalar_type());
     for (const RuntimeStage& s : stages_) m.trained.push_back(s.trained_count());
+    m.autocast = kernels::AutocastState::current();
     return m;
   }
 
-  // "input float32 on cpu; parameters float32; every parameter trains": what the predictor's
-  // state says it was measured on, to compare with at a warm start.
+  // "input float32 on cpu; parameters float32; every parameter trains; autocast bfloat16 on cpu"
+  // (autocast named only where it is on): what the predictor's state says it was measured on, to
+  // compare with at a warm start.
   std::string describe(const MeasuredOn& m) const {
-    std::string out =
-        fmt::format("input {} on {}; parameters ", dtype_name(m.input_type), m.input_device.str());
+    std::string out = fmt::format("input {} on {}; parameters ", kernels::dtype_name(m.input_type),
+                                  m.input_device.str());
     const bool one_type =
         std::all_of(m.parameter_types.begin(), m.parameter_types.end(),
                     [&](at::ScalarType t) { return t == m.parameter_types.front(); });
     if (m.parameter_types.empty()) {
       out += "none";
     } else if (one_type) {
-      out += dtype_name(m.parameter_types.front());
+      out += kernels::dtype_name(m.parameter_types.front());
     } else {
       std::vector<std::string> per_stage(stages_.size());
       for (std::size_t i = 0; i < grad_owners_.size(); ++i) {
         std::string& s = per_stage[grad_owners_[i].stage];
-        const std::string name = dtype_name(m.parameter_types[i]);
+        const std::string name = kernels::dtype_name(m.parameter_types[i]);
         if (s.find(name) == std::string::npos) s += (s.empty() ? "" : "/") + name;
       }
       std::string sep;
@@ -487,13 +471,16 @@ class RuntimeImpl {
       frozen += fmt::format("{}{} ({} of {})", frozen.empty() ? "" : ", ", stages_[k].name,
                             all - m.trained[k], all);
     }
-    return out + (frozen.empty() ? "; every parameter trains" : "; frozen: " + frozen);
+    out += frozen.empty() ? "; every parameter trains" : "; frozen: " + frozen;
+    // Only where it is on, so that a state saved before monet followed autocast still matches.
+    if (m.autocast != kernels::AutocastState()) out += "; autocast " + m.autocast.describe();
+    return out;
   }
 
-  // An input of another dtype or device, a model converted to another dtype (module.to()), or
-  // parameters frozen or unfrozen since the last step: the stages keep other bytes and take other
-  // times, so what was measured and planned before no longer holds, and shapes are measured
-  // afresh.
+  // An input of another dtype or device, a model converted to another dtype (module.to()),
+  // parameters frozen or unfrozen, or autocast turned on or off since the last step: the stages
+  // keep other bytes and take other times, so what was measured and planned before no longer
+  // holds, and shapes are measured afresh.
   void follow_what_is_measured(const at::Tensor& input) {
     MeasuredOn now = measured_on(input);
     if (now == measured_on_) return;

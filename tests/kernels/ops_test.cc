@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kernels/autocast.h"
 #include "monet/op_mode.h"
 #include "op_check.h"
 
@@ -530,6 +532,182 @@ TEST(OpsTest, SoftmaxMatchesTorch) {
     const Inputs inputs{torch::randn({3, 4, 5}, f64()).requires_grad_()};
     expect_matches(op, ref, inputs, 0.0);
     for (OpMode mode : kVariants) expect_finite_differences(op, inputs, mode);
+  }
+}
+
+// --- autocast ---
+
+// How far each gradient is from the reference's: the norm of the difference over the reference's.
+std::vector<double> distances(const std::vector<torch::Tensor>& got,
+                              const std::vector<torch::Tensor>& ref) {
+  std::vector<double> out;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const torch::Tensor r = ref[i].to(torch::kDouble);
+    out.push_back(
+        ((got[i].to(torch::kDouble) - r).norm() / r.norm().clamp_min(1e-30)).item<double>());
+  }
+  return out;
+}
+
+// Half the gap between 1 and the next number of `dtype`: the largest relative error of one
+// rounding to it.
+double unit_roundoff(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kBFloat16:
+      return std::ldexp(1.0, -8);
+    case torch::kHalf:
+      return std::ldexp(1.0, -11);
+    case torch::kFloat:
+      return std::ldexp(1.0, -24);
+    default:
+      return std::ldexp(1.0, -53);
+  }
+}
+
+// Under autocast (bfloat16 on the CPU), `op` in each of `modes` runs as `ref`, torch's ops, run
+// under it: the same output dtype and values, each gradient in its input's dtype, and gradients
+// no further from the fp64 ops' (without autocast) than twice torch's autocast gradients are, plus
+// one rounding of the output's dtype and 1e-6. That allows the output-keeping BatchNorm, which
+// recovers its input from its output rounded to bfloat16, to round once more; the exact variants
+// give torch's numbers.
+void expect_follows_autocast(const Op& op, const Op& ref, const Inputs& inputs,
+                             const std::vector<OpMode>& modes) {
+  kernels::AutocastState bf16;
+  bf16.cpu = true;
+  bf16.cpu_dtype = torch::kBFloat16;
+  Inputs exact;
+  for (const torch::Tensor& t : inputs) {
+    exact.push_back(t.detach().to(torch::kDouble).requires_grad_(t.requires_grad()));
+  }
+  torch::manual_seed(7);
+  const kernels::AutocastScope on(bf16);
+  const torch::Tensor probe = ref(inputs);
+  const torch::Tensor grad_y = torch::randn_like(probe, torch::kFloat);
+  torch::manual_seed(1);
+  const Outcome want = run(ref, inputs, grad_y.to(probe.scalar_type()), OpMode::kDefault);
+  Outcome fp64;
+  {
+    const kernels::AutocastScope off{kernels::AutocastState()};
+    torch::manual_seed(1);
+    fp64 = run(ref, exact, grad_y.to(torch::kDouble), OpMode::kDefault);
+  }
+  const std::vector<double> torch_distance = distances(want.grads, fp64.grads);
+  for (OpMode mode : modes) {
+    SCOPED_TRACE(std::string(op_mode_name(mode)));
+    torch::manual_seed(1);
+    const Outcome got = run(op, inputs, grad_y.to(want.y.scalar_type()), mode);
+    EXPECT_NE(got.node, want.node) << "no variant ran";
+    ASSERT_EQ(got.y.scalar_type(), want.y.scalar_type());
+    EXPECT_LE(max_diff(got.y.to(torch::kDouble), want.y.to(torch::kDouble)), 1e-6);
+    ASSERT_EQ(got.grads.size(), want.grads.size());
+    const std::vector<double> distance = distances(got.grads, fp64.grads);
+    for (std::size_t i = 0; i < got.grads.size(); ++i) {
+      ASSERT_TRUE(got.grads[i].defined()) << "input " << i;
+      EXPECT_EQ(got.grads[i].scalar_type(), inputs[i].scalar_type()) << "input " << i;
+      EXPECT_LE(distance[i], 2 * torch_distance[i] + unit_roundoff(want.y.scalar_type()) + 1e-6)
+          << "input " << i << ": torch's autocast gradient is " << torch_distance[i]
+          << " from fp64's";
+    }
+  }
+}
+
+// Every op under autocast, on an input in float32 (a model's first layer) and in bfloat16 (the
+// output of a convolution under autocast), with float32 parameters. Before, the fused ops ran
+// their convolution in float32 on a float32 input (torch's runs it in bfloat16), and threw on a
+// bfloat16 one: "Input type (CPUBFloat16Type) and weight type (CPUFloatType) should be the same".
+TEST(OpsTest, EveryOpFollowsAutocast) {
+  torch::manual_seed(21);
+  const auto f32 = torch::dtype(torch::kFloat);
+  const torch::Tensor w = torch::randn({6}, f32).add(1.5).requires_grad_();
+  const torch::Tensor b = torch::randn({6}, f32).requires_grad_();
+  const torch::Tensor conv_w = torch::randn({5, 6, 3, 3}, f32).requires_grad_();
+  const torch::Tensor conv_b = torch::randn({5}, f32).requires_grad_();
+  const torch::Tensor w2 = torch::randn({5}, f32).add(1.5).requires_grad_();
+  const torch::Tensor b2 = torch::randn({5}, f32).requires_grad_();
+  // Running statistics, fresh for each call, in the dtype of the BatchNorm's weight `like`.
+  const auto zeros = [](std::int64_t c, const torch::Tensor& like) {
+    return torch::zeros({c}, like.scalar_type());
+  };
+  const auto ones = [](std::int64_t c, const torch::Tensor& like) {
+    return torch::ones({c}, like.scalar_type());
+  };
+  const std::vector<OpMode> variants(std::begin(kVariants), std::end(kVariants));
+  for (torch::ScalarType dtype : {torch::kFloat, torch::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const torch::Tensor x =
+        torch::randn({4, 6, 8, 8}, f32).mul(2).add(0.5).to(dtype).requires_grad_();
+    {
+      SCOPED_TRACE("relu");
+      expect_follows_autocast([](const Inputs& in) { return ops::relu(in[0]); },
+                              [](const Inputs& in) { return torch::relu(in[0]); }, {x}, variants);
+    }
+    {
+      SCOPED_TRACE("dropout");  // regenerate draws differently from torch by design
+      expect_follows_autocast([](const Inputs& in) { return ops::dropout(in[0], 0.3, true); },
+                              [](const Inputs& in) { return torch::dropout(in[0], 0.3, true); },
+                              {x}, {OpMode::kCompact, OpMode::kRecompute});
+    }
+    {
+      SCOPED_TRACE("max_pool2d");
+      expect_follows_autocast(
+          [](const Inputs& in) {
+            return ops::max_pool2d(in[0], {2, 2});
+          },
+          [](const Inputs& in) {
+            return torch::max_pool2d(in[0], {2, 2});
+          },
+          {x}, variants);
+    }
+    {
+      SCOPED_TRACE("gelu and softmax");
+      expect_follows_autocast(
+          [](const Inputs& in) { return ops::softmax(ops::gelu(in[0]), 1); },
+          [](const Inputs& in) { return torch::softmax(torch::gelu(in[0]), 1); }, {x}, variants);
+    }
+    for (bool fused : {false, true}) {
+      SCOPED_TRACE(fused ? "batch_norm_relu" : "batch_norm");
+      expect_follows_autocast(
+          [&](const Inputs& in) {
+            auto f = fused ? ops::batch_norm_relu : ops::batch_norm;
+            return f(in[0], in[1], in[2], zeros(6, in[1]), ones(6, in[1]), true, 0.1, 1e-5);
+          },
+          [&](const Inputs& in) {
+            torch::Tensor y = torch::batch_norm(in[0], in[1], in[2], zeros(6, in[1]),
+                                                ones(6, in[1]), true, 0.1, 1e-5, false);
+            return fused ? torch::relu(y) : y;
+          },
+          {x, w, b}, variants);
+    }
+    const auto bn_relu_conv = [&](const Inputs& in) {
+      const torch::Tensor y = torch::batch_norm(in[0], in[1], in[2], zeros(6, in[1]),
+                                                ones(6, in[1]), true, 0.1, 1e-5, false);
+      return torch::conv2d(torch::relu(y), in[3], in[4], 1, 1);
+    };
+    {
+      SCOPED_TRACE("batch_norm_relu_conv2d");
+      expect_follows_autocast(
+          [&](const Inputs& in) {
+            return ops::batch_norm_relu_conv2d(in[0], in[1], in[2], zeros(6, in[1]), ones(6, in[1]),
+                                               true, 0.1, 1e-5, in[3], in[4], {1, 1}, {1, 1},
+                                               {1, 1}, 1);
+          },
+          bn_relu_conv, {x, w, b, conv_w, conv_b}, variants);
+    }
+    {
+      SCOPED_TRACE("batch_norm_relu_conv2d_batch_norm");
+      expect_follows_autocast(
+          [&](const Inputs& in) {
+            return ops::batch_norm_relu_conv2d_batch_norm(
+                in[0], {in[1], in[2], zeros(6, in[1]), ones(6, in[1]), 0.1, 1e-5},
+                {in[3], in[4], {1, 1}, {1, 1}, {1, 1}, 1},
+                {in[5], in[6], zeros(5, in[5]), ones(5, in[5]), 0.1, 1e-5}, true);
+          },
+          [&](const Inputs& in) {
+            return torch::batch_norm(bn_relu_conv(in), in[5], in[6], zeros(5, in[5]),
+                                     ones(5, in[5]), true, 0.1, 1e-5, false);
+          },
+          {x, w, b, conv_w, conv_b, w2, b2}, variants);
+    }
   }
 }
 

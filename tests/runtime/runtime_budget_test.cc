@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "allocator/device_pools.h"
+#include "kernels/autocast.h"
 #include "runtime_testing.h"
 #include "workloads/harness.h"
 
@@ -283,6 +284,44 @@ TEST(RuntimeBudget, AModelConvertedToAnotherDtypeIsMeasuredAfresh) {
     if (i >= 20) worst = std::max(worst, testing::peak_prediction_error(rt.last_step()));
   }
   EXPECT_GT(rt.stats().profiled_steps, profiled_in_float32);
+  EXPECT_LT(worst, 0.10);
+  EXPECT_EQ(rt.stats().retries, 0);
+  EXPECT_EQ(rt.stats().steps, 40);
+  EXPECT_LE(pools::cpu().stats().peak_reserved_bytes, static_cast<std::size_t>(o.budget_bytes));
+  pools::cpu().set_budget_bytes(0);
+}
+
+// Autocast turned off after 20 mixed-precision steps: the stages now keep float32 activations,
+// twice the bytes measured under autocast, so shapes are measured afresh and planned from that.
+// Before, the plans made from the bfloat16 measurements kept every stage and ran out of memory on
+// the largest shape.
+TEST(RuntimeBudget, AutocastTurnedOffIsMeasuredAfresh) {
+  install();
+  kernels::AutocastState bf16;
+  bf16.cpu = true;
+  bf16.cpu_dtype = torch::kBFloat16;
+  auto w = testing::small_resnet();
+  auto model = w->make_model(1);
+  const std::int64_t peak = workloads::unconstrained_peak(*w, 1, torch::kCPU).in_use_bytes;
+  pools::cpu().release_cached();
+  Options o;
+  o.budget_bytes = peak * 8 / 10;  // float32 needs checkpoints at its largest shape
+  Runtime rt(model, o);
+  pools::cpu().reset_peaks();
+  std::int64_t profiled_under_autocast = 0;
+  double worst = 0.0;
+  for (int i = 0; i < 40; ++i) {
+    if (i == 20) profiled_under_autocast = rt.stats().profiled_steps;
+    const workloads::Batch b = i % 20 == 0 ? w->largest_batch() : w->batch(3, i);
+    model->zero_grad();
+    {
+      const kernels::AutocastScope scope(i < 20 ? bf16 : kernels::AutocastState());
+      EXPECT_NO_THROW(rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); }))
+          << "step " << i;
+    }
+    if (i >= 20) worst = std::max(worst, testing::peak_prediction_error(rt.last_step()));
+  }
+  EXPECT_GT(rt.stats().profiled_steps, profiled_under_autocast);
   EXPECT_LT(worst, 0.10);
   EXPECT_EQ(rt.stats().retries, 0);
   EXPECT_EQ(rt.stats().steps, 40);

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "allocator/device_pools.h"
+#include "kernels/autocast.h"
 #include "monet/errors.h"
 #include "runtime_testing.h"
 #include "workloads/harness.h"
@@ -248,6 +249,99 @@ TEST(Gradients, AModuleInEvalWhileTheModelTrainsStaysInEval) {
         pools::cpu().set_budget_bytes(0);
       }
     }
+  }
+}
+
+// Mixed precision: under autocast (bfloat16 on the CPU) a step with monet runs each op in the dtype
+// a plain step runs it in (the fused BatchNorm-ReLU-convolution's convolution in bfloat16, its
+// BatchNorms in their input's dtype), parameters get float32 gradients, and a checkpointed segment
+// recomputes under the autocast its forward ran under, also where backward runs outside it (the
+// usual mixed-precision loop: forward and loss under autocast, backward after). The transformer's
+// variants are exact, so its gradients equal a plain autocast step's. The CNN's output-keeping
+// BatchNorm rounds its bfloat16 output: its whole gradient (all parameters as one vector) must be
+// no further from the fp64 step's than twice the plain autocast step's distance. Before, the first
+// plan with the fused op threw LibTorch's "Input type (CPUBFloat16Type) and weight type
+// (CPUFloatType) should be the same".
+TEST(Gradients, MixedPrecisionFollowsAutocast) {
+  install();
+  kernels::AutocastState bf16;
+  bf16.cpu = true;
+  bf16.cpu_dtype = torch::kBFloat16;
+  for (const std::string name : {"transformer", "resnet"}) {
+    SCOPED_TRACE(name);
+    auto w = name == "resnet" ? testing::small_resnet(20) : testing::small_transformer(128);
+    auto reference = w->make_model(1);
+    auto model = w->make_model(1);
+    auto exact = w->make_model(1);
+    exact->to(torch::kDouble);
+    std::int64_t peak = 0;
+    {
+      const kernels::AutocastScope on(bf16);
+      peak = workloads::unconstrained_peak(*w, 1, torch::kCPU).in_use_bytes;
+    }
+    pools::cpu().release_cached();
+    Options o;
+    o.budget_bytes = peak * 7 / 10;
+    Runtime rt(model, o);
+    int checkpointed = 0, lean = 0;
+    for (std::int64_t i = 0; i < 5; ++i) {
+      const workloads::Batch b = i == 0 ? w->largest_batch() : w->batch(3, i);
+      const std::uint64_t seed = 100 + static_cast<std::uint64_t>(i);
+      const auto loss = [&](const torch::Tensor& out) { return w->loss(out, b); };
+      pools::cpu().set_budget_bytes(0);  // the references keep everything
+      std::vector<torch::Tensor> expected, expected64;
+      {
+        const kernels::AutocastScope on(bf16);
+        expected = plain_gradients(reference, *w, b, seed);
+      }
+      if (name == "resnet") {
+        expected64 = plain_gradients(exact, *w,
+                                     workloads::Batch{b.input.to(torch::kDouble), b.targets}, seed);
+      }
+      pools::cpu().set_budget_bytes(static_cast<std::size_t>(o.budget_bytes));
+      model->zero_grad();
+      torch::manual_seed(seed);
+      {
+        const kernels::AutocastScope on(bf16);
+        rt.step(b.input, loss);
+      }
+      const StepReport r = rt.last_step();
+      const std::string where = fmt::format("batch {} shape {} plan {}", i, r.shape, r.plan);
+      const auto expect_close = [&](const std::vector<torch::Tensor>& got,
+                                    const std::string& where) {
+        for (const torch::Tensor& g : got) EXPECT_EQ(g.scalar_type(), torch::kFloat) << where;
+        if (name == "resnet") {
+          const double plain = testing::whole_relative_difference(expected, expected64);
+          EXPECT_LE(testing::whole_relative_difference(got, expected64), 2 * plain)
+              << where << ": the plain autocast step is " << plain << " from fp64";
+        } else {
+          EXPECT_LE(worst_relative_difference(got, expected), 1e-6) << where;
+        }
+      };
+      std::vector<torch::Tensor> got;
+      for (const auto& p : model->parameters()) got.push_back(p.grad().clone());
+      expect_close(got, where);
+      checkpointed += r.checkpointed_stages;
+      lean += r.variant_stages;
+      // The same plan by forward() under autocast, backward outside it. Without a budget: the
+      // gradients compared hold memory that forward(), which has no retry, did not plan for.
+      pools::cpu().set_budget_bytes(0);
+      model->zero_grad();
+      torch::manual_seed(seed);
+      torch::Tensor value;
+      {
+        const kernels::AutocastScope on(bf16);
+        value = loss(rt.forward(b.input));
+      }
+      value.backward();
+      std::vector<torch::Tensor> outside;
+      for (const auto& p : model->parameters()) outside.push_back(p.grad().clone());
+      expect_close(outside, where + ", backward outside autocast");
+    }
+    EXPECT_EQ(rt.stats().retries, 0);
+    EXPECT_GT(checkpointed, 0) << "the test must exercise checkpointed stages";
+    EXPECT_GT(lean, 0) << "and lean variants";
+    pools::cpu().set_budget_bytes(0);
   }
 }
 

@@ -89,6 +89,20 @@ inline double worst_relative_difference(const std::vector<torch::Tensor>& a,
   return worst;
 }
 
+// The norm of a - b over the norm of b, all parameters as one vector, in fp64: how far one step's
+// gradients are from another's as a whole, where a parameter whose gradient is nearly 0 (a
+// convolution's bias before a BatchNorm) would make the per-parameter worst meaningless.
+inline double whole_relative_difference(const std::vector<torch::Tensor>& a,
+                                        const std::vector<torch::Tensor>& b) {
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const torch::Tensor ref = b[i].to(torch::kDouble);
+    diff += (a[i].to(torch::kDouble) - ref).square().sum().item<double>();
+    norm += ref.square().sum().item<double>();
+  }
+  return std::sqrt(diff / norm);
+}
+
 // How far a step's predicted peak was from its measured one, relative to the measured: 0 for a
 // step that measured its shape or ran without a budget (it predicted nothing).
 inline double peak_prediction_error(const StepReport& r) {
