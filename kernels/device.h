@@ -30,6 +30,20 @@ inline bool on_cpu(c10::Device device, at::ScalarType type, std::string_view op)
               type, " tensor on ", device, ". Run this stage with OpMode::kDefault.");
 }
 
+// True where the variants' own kernels (the masks, the pooling codes) take `t`'s data: every
+// floating dtype on the CPU; float32 on a CUDA device, where monet and LibTorch were both built
+// with CUDA. Elsewhere (float16, bfloat16 or float64 on CUDA: a half-precision model, autocast's
+// activations; other devices) relu, dropout and max_pool2d run torch's own op in every mode, and
+// keep what torch's keeps.
+inline bool has_kernels(const at::Tensor& t) {
+  if (t.device().is_cpu()) return true;
+#ifdef MONET_CUDA_KERNELS
+  return t.device().is_cuda() && t.scalar_type() == at::kFloat;
+#else
+  return false;
+#endif
+}
+
 // The same for a tensor of the data (not a mask of it).
 inline bool on_cpu(const at::Tensor& t, std::string_view op) {
   return on_cpu(t.device(), t.scalar_type(), op);

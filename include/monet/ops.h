@@ -10,8 +10,12 @@
 //
 // Every call counts once in monet::variant_op_calls(), in every mode.
 //
-// Tensors: CPU in any floating dtype; CUDA (float32) where monet and LibTorch were both built
-// with CUDA. Other devices in a non-default mode are an error that says so.
+// Tensors: any. relu, dropout and max_pool2d run their own kernels on CPU tensors of any floating
+// dtype and on float32 CUDA tensors (where monet and LibTorch were both built with CUDA); on
+// others (float16, bfloat16 or float64 on CUDA, other devices) torch's op, in every mode.
+//
+// Under autocast each op runs in the dtype torch's runs in: the fused ops' convolution in
+// autocast's dtype, their BatchNorms in their input's.
 #pragma once
 
 #include <ATen/core/Tensor.h>

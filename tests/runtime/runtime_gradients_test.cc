@@ -252,57 +252,58 @@ TEST(Gradients, AModuleInEvalWhileTheModelTrainsStaysInEval) {
   }
 }
 
-// Mixed precision: under autocast (bfloat16 on the CPU) a step with monet runs each op in the dtype
-// a plain step runs it in (the fused BatchNorm-ReLU-convolution's convolution in bfloat16, its
-// BatchNorms in their input's dtype), parameters get float32 gradients, and a checkpointed segment
-// recomputes under the autocast its forward ran under, also where backward runs outside it (the
-// usual mixed-precision loop: forward and loss under autocast, backward after). The transformer's
-// variants are exact, so its gradients equal a plain autocast step's. The CNN's output-keeping
-// BatchNorm rounds its bfloat16 output: its whole gradient (all parameters as one vector) must be
-// no further from the fp64 step's than twice the plain autocast step's distance. Before, the first
-// plan with the fused op threw LibTorch's "Input type (CPUBFloat16Type) and weight type
-// (CPUFloatType) should be the same".
-TEST(Gradients, MixedPrecisionFollowsAutocast) {
+// Mixed precision: under autocast (bfloat16 on the CPU, float16 on CUDA) a step with monet runs
+// each op in the dtype a plain step runs it in (the fused BatchNorm-ReLU-convolution's convolution
+// in autocast's dtype, its BatchNorms in their input's), parameters get float32 gradients, and a
+// checkpointed segment recomputes under the autocast its forward ran under, also where backward
+// runs outside it (the usual mixed-precision loop: forward and loss under autocast, backward
+// after). The transformer's variants are exact, so its gradients equal a plain autocast step's. The
+// CNN's output-keeping BatchNorm recovers its input from a half-precision output: its whole
+// gradient (all parameters as one vector) must be no further from the fp64 step's than twice the
+// plain autocast step's distance. Before, the first plan with the fused op threw LibTorch's "Input
+// type (CPUBFloat16Type) and weight type (CPUFloatType) should be the same".
+void expect_mixed_precision_follows_autocast(const torch::Device& device) {
   install();
-  kernels::AutocastState bf16;
-  bf16.cpu = true;
-  bf16.cpu_dtype = torch::kBFloat16;
+  CachingAllocator& pool = workloads::pool_for(device);
+  kernels::AutocastState mixed;  // torch's defaults: bfloat16 on the CPU, float16 on CUDA
+  (device.is_cuda() ? mixed.cuda : mixed.cpu) = true;
   for (const std::string name : {"transformer", "resnet"}) {
     SCOPED_TRACE(name);
     auto w = name == "resnet" ? testing::small_resnet(20) : testing::small_transformer(128);
-    auto reference = w->make_model(1);
-    auto model = w->make_model(1);
+    auto reference = workloads::model_on(*w, 1, device);
+    auto model = workloads::model_on(*w, 1, device);
     auto exact = w->make_model(1);
-    exact->to(torch::kDouble);
+    exact->to(device, torch::kDouble);
     std::int64_t peak = 0;
     {
-      const kernels::AutocastScope on(bf16);
-      peak = workloads::unconstrained_peak(*w, 1, torch::kCPU).in_use_bytes;
+      const kernels::AutocastScope on(mixed);
+      peak = workloads::unconstrained_peak(*w, 1, device).in_use_bytes;
     }
-    pools::cpu().release_cached();
+    pool.release_cached();
     Options o;
     o.budget_bytes = peak * 7 / 10;
     Runtime rt(model, o);
     int checkpointed = 0, lean = 0;
     for (std::int64_t i = 0; i < 5; ++i) {
-      const workloads::Batch b = i == 0 ? w->largest_batch() : w->batch(3, i);
+      const workloads::Batch b =
+          workloads::to_device(i == 0 ? w->largest_batch() : w->batch(3, i), device);
       const std::uint64_t seed = 100 + static_cast<std::uint64_t>(i);
       const auto loss = [&](const torch::Tensor& out) { return w->loss(out, b); };
-      pools::cpu().set_budget_bytes(0);  // the references keep everything
+      pool.set_budget_bytes(0);  // the references keep everything
       std::vector<torch::Tensor> expected, expected64;
       {
-        const kernels::AutocastScope on(bf16);
+        const kernels::AutocastScope on(mixed);
         expected = plain_gradients(reference, *w, b, seed);
       }
       if (name == "resnet") {
         expected64 = plain_gradients(exact, *w,
                                      workloads::Batch{b.input.to(torch::kDouble), b.targets}, seed);
       }
-      pools::cpu().set_budget_bytes(static_cast<std::size_t>(o.budget_bytes));
+      pool.set_budget_bytes(static_cast<std::size_t>(o.budget_bytes));
       model->zero_grad();
       torch::manual_seed(seed);
       {
-        const kernels::AutocastScope on(bf16);
+        const kernels::AutocastScope on(mixed);
         rt.step(b.input, loss);
       }
       const StepReport r = rt.last_step();
@@ -325,12 +326,12 @@ TEST(Gradients, MixedPrecisionFollowsAutocast) {
       lean += r.variant_stages;
       // The same plan by forward() under autocast, backward outside it. Without a budget: the
       // gradients compared hold memory that forward(), which has no retry, did not plan for.
-      pools::cpu().set_budget_bytes(0);
+      pool.set_budget_bytes(0);
       model->zero_grad();
       torch::manual_seed(seed);
       torch::Tensor value;
       {
-        const kernels::AutocastScope on(bf16);
+        const kernels::AutocastScope on(mixed);
         value = loss(rt.forward(b.input));
       }
       value.backward();
@@ -340,9 +341,25 @@ TEST(Gradients, MixedPrecisionFollowsAutocast) {
     }
     EXPECT_EQ(rt.stats().retries, 0);
     EXPECT_GT(checkpointed, 0) << "the test must exercise checkpointed stages";
-    EXPECT_GT(lean, 0) << "and lean variants";
-    pools::cpu().set_budget_bytes(0);
+    // On a GPU the planner weighs variants by the device's times (see GradientsTest).
+    if (!device.is_cuda()) {
+      EXPECT_GT(lean, 0) << "and lean variants";
+    }
+    pool.set_budget_bytes(0);
   }
+}
+
+TEST(Gradients, MixedPrecisionFollowsAutocast) {
+  expect_mixed_precision_follows_autocast(torch::kCPU);
+}
+
+// The same with float16 on a CUDA device, where relu and dropout run torch's ops (their kernels
+// take float32) and the BatchNorm variants and checkpoints remain.
+TEST(Gradients, MixedPrecisionFollowsAutocastOnCuda) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  testing::deterministic_small_cuda();
+  at::globalContext().setUserEnabledCuDNN(false);  // as GradientsTest's CUDA cases
+  expect_mixed_precision_follows_autocast(torch::Device(torch::kCUDA, 0));
 }
 
 std::vector<Case> cases() {
