@@ -95,6 +95,12 @@ AutocastScope::~AutocastScope() {
   if (region_ && at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
 }
 
+AutocastCacheOff::AutocastCacheOff() : before_(at::autocast::is_autocast_cache_enabled()) {
+  at::autocast::set_autocast_cache_enabled(false);
+}
+
+AutocastCacheOff::~AutocastCacheOff() { at::autocast::set_autocast_cache_enabled(before_); }
+
 compat::optional<at::ScalarType> autocast_lower_precision(const at::Tensor& x) {
   if (!x.defined()) return compat::nullopt;
   const c10::DeviceType d = x.device().type();

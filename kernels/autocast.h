@@ -45,6 +45,22 @@ class AutocastScope {
   bool region_ = false;
 };
 
+// Turns autocast's cache of cast parameters off for the scope's lifetime, and puts back what it
+// was. A forward without grad inside an autocast region (a checkpointed segment's) must not fill
+// it: a parameter's cast made without grad has no path back to the parameter, and the segment's
+// recomputation, like every later use of that parameter in the region, would take the cast from
+// the cache and leave the parameter without a gradient.
+class AutocastCacheOff {
+ public:
+  AutocastCacheOff();
+  ~AutocastCacheOff();
+  AutocastCacheOff(const AutocastCacheOff&) = delete;
+  AutocastCacheOff& operator=(const AutocastCacheOff&) = delete;
+
+ private:
+  bool before_;
+};
+
 // The dtype torch's convolutions run in for input `x`: autocast's, where autocast is on for x's
 // device type (CPU or CUDA) and x is a floating tensor other than double; none otherwise.
 compat::optional<at::ScalarType> autocast_lower_precision(const at::Tensor& x);

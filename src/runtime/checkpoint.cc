@@ -39,7 +39,12 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
                           c10::intrusive_ptr<Segment> segment) {
     segment->rng = RngState::capture();
     segment->autocast = kernels::AutocastState::current();
-    at::Tensor y = segment->run(x);
+    at::Tensor y;
+    {
+      // Under autocast, the parameters' casts made here (without grad) stay out of its cache.
+      const kernels::AutocastCacheOff no_cache;
+      y = segment->run(x);
+    }
     // No gradient for the output (a later stage detached it, or took its argmax): backward gets an
     // undefined one, not zeros, and gives none, so that the parameters before keep no gradient, as
     // in a plain step, rather than a zero one (which SGD's weight decay and momentum, and Adam,

@@ -257,23 +257,38 @@ TEST(Gradients, AModuleInEvalWhileTheModelTrainsStaysInEval) {
 // in autocast's dtype, its BatchNorms in their input's), parameters get float32 gradients, and a
 // checkpointed segment recomputes under the autocast its forward ran under, also where backward
 // runs outside it (the usual mixed-precision loop: forward and loss under autocast, backward
-// after). The transformer's variants are exact, so its gradients equal a plain autocast step's. The
-// CNN's output-keeping BatchNorm recovers its input from a half-precision output: its whole
-// gradient (all parameters as one vector) must be no further from the fp64 step's than twice the
-// plain autocast step's distance. Before, the first plan with the fused op threw LibTorch's "Input
-// type (CPUBFloat16Type) and weight type (CPUFloatType) should be the same".
+// after). A checkpointed forward (without grad) must not fill autocast's cache of cast parameters,
+// from which its recomputation would take them.
+//
+// Checkpoints and the transformer's variants are exact: under `dp` (checkpoints only) and on the
+// transformer the gradients equal a plain autocast step's within 1e-6. The CNN's plans under
+// `monet` run the output-keeping BatchNorm, which recovers its input from an output rounded to
+// half precision, once more than torch's rounds: their gradients (all parameters as one vector)
+// measured 1.9% to 2.0% from a plain autocast step's and are held to 5%. (fp64 is no yardstick here: a
+// plain bfloat16 step of this 45-stage CNN is 82% to 90% from the fp64 step.)
+//
+// Before, the first plan with the fused op threw LibTorch's "Input type (CPUBFloat16Type) and
+// weight type (CPUFloatType) should be the same"; without the autocast restored, the
+// transformer's recomputed gradients were 0.9% off; and a checkpointed first stage filled the
+// cache with casts made without grad, from which its recomputation took them: its parameters got
+// no gradient (the CNN's gradient, all parameters as one vector, 36% to 95% off).
 void expect_mixed_precision_follows_autocast(const torch::Device& device) {
   install();
   CachingAllocator& pool = workloads::pool_for(device);
   kernels::AutocastState mixed;  // torch's defaults: bfloat16 on the CPU, float16 on CUDA
   (device.is_cuda() ? mixed.cuda : mixed.cpu) = true;
-  for (const std::string name : {"transformer", "resnet"}) {
-    SCOPED_TRACE(name);
-    auto w = name == "resnet" ? testing::small_resnet(20) : testing::small_transformer(128);
+  struct MixedCase {
+    std::string model;
+    Strategy strategy;
+  };
+  for (const MixedCase& c :
+       {MixedCase{"transformer", Strategy::kMonet}, MixedCase{"resnet", Strategy::kDp},
+        MixedCase{"resnet", Strategy::kMonet}}) {
+    SCOPED_TRACE(fmt::format("{} {}", c.model, strategy_name(c.strategy)));
+    const bool exact = c.model == "transformer" || c.strategy == Strategy::kDp;
+    auto w = c.model == "resnet" ? testing::small_resnet(20) : testing::small_transformer(128);
     auto reference = workloads::model_on(*w, 1, device);
     auto model = workloads::model_on(*w, 1, device);
-    auto exact = w->make_model(1);
-    exact->to(device, torch::kDouble);
     std::int64_t peak = 0;
     {
       const kernels::AutocastScope on(mixed);
@@ -281,23 +296,22 @@ void expect_mixed_precision_follows_autocast(const torch::Device& device) {
     }
     pool.release_cached();
     Options o;
+    o.strategy = c.strategy;
     o.budget_bytes = peak * 7 / 10;
     Runtime rt(model, o);
     int checkpointed = 0, lean = 0;
+    // An autocast region for each step (its cache emptied when it ends), as a loop that enters
+    // autocast for each batch has.
     for (std::int64_t i = 0; i < 5; ++i) {
       const workloads::Batch b =
           workloads::to_device(i == 0 ? w->largest_batch() : w->batch(3, i), device);
       const std::uint64_t seed = 100 + static_cast<std::uint64_t>(i);
       const auto loss = [&](const torch::Tensor& out) { return w->loss(out, b); };
-      pool.set_budget_bytes(0);  // the references keep everything
-      std::vector<torch::Tensor> expected, expected64;
+      pool.set_budget_bytes(0);  // the reference keeps everything
+      std::vector<torch::Tensor> expected;
       {
         const kernels::AutocastScope on(mixed);
         expected = plain_gradients(reference, *w, b, seed);
-      }
-      if (name == "resnet") {
-        expected64 = plain_gradients(exact, *w,
-                                     workloads::Batch{b.input.to(torch::kDouble), b.targets}, seed);
       }
       pool.set_budget_bytes(static_cast<std::size_t>(o.budget_bytes));
       model->zero_grad();
@@ -311,12 +325,10 @@ void expect_mixed_precision_follows_autocast(const torch::Device& device) {
       const auto expect_close = [&](const std::vector<torch::Tensor>& got,
                                     const std::string& where) {
         for (const torch::Tensor& g : got) EXPECT_EQ(g.scalar_type(), torch::kFloat) << where;
-        if (name == "resnet") {
-          const double plain = testing::whole_relative_difference(expected, expected64);
-          EXPECT_LE(testing::whole_relative_difference(got, expected64), 2 * plain)
-              << where << ": the plain autocast step is " << plain << " from fp64";
-        } else {
+        if (exact) {
           EXPECT_LE(worst_relative_difference(got, expected), 1e-6) << where;
+        } else {
+          EXPECT_LE(testing::whole_relative_difference(got, expected), 0.05) << where;
         }
       };
       std::vector<torch::Tensor> got;
@@ -342,7 +354,7 @@ void expect_mixed_precision_follows_autocast(const torch::Device& device) {
     EXPECT_EQ(rt.stats().retries, 0);
     EXPECT_GT(checkpointed, 0) << "the test must exercise checkpointed stages";
     // On a GPU the planner weighs variants by the device's times (see GradientsTest).
-    if (!device.is_cuda()) {
+    if (c.strategy == Strategy::kMonet && !device.is_cuda()) {
       EXPECT_GT(lean, 0) << "and lean variants";
     }
     pool.set_budget_bytes(0);
