@@ -264,8 +264,8 @@ TEST(Gradients, AModuleInEvalWhileTheModelTrainsStaysInEval) {
 // transformer the gradients equal a plain autocast step's within 1e-6. The CNN's plans under
 // `monet` run the output-keeping BatchNorm, which recovers its input from an output rounded to
 // half precision, once more than torch's rounds: their gradients (all parameters as one vector)
-// measured 1.9% to 2.0% from a plain autocast step's and are held to 5%. (fp64 is no yardstick here: a
-// plain bfloat16 step of this 45-stage CNN is 82% to 90% from the fp64 step.)
+// measured 1.9% to 2.0% from a plain autocast step's and are held to 5%. (fp64 is no yardstick
+// here: a plain bfloat16 step of this 45-stage CNN is 82% to 90% from the fp64 step.)
 //
 // Before, the first plan with the fused op threw LibTorch's "Input type (CPUBFloat16Type) and
 // weight type (CPUFloatType) should be the same"; without the autocast restored, the
