@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "allocator/device_pools.h"
+#include "kernels/autocast.h"
 #include "monet/errors.h"
 #include "monet/op_mode.h"
 #include "predictor/predictor.h"
@@ -320,6 +321,22 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
   EXPECT_EQ(Predictor::load(path).measured_on(),
             "input int64 on cpu; parameters float64; every parameter trains");
   o.budget_bytes = peak / 2;
+
+  // Under autocast (mixed precision) the stages keep other bytes again: measured afresh too.
+  auto mixed_model = w->make_model(3);
+  kernels::AutocastState bf16;
+  bf16.cpu = true;
+  bf16.cpu_dtype = torch::kBFloat16;
+  {
+    const kernels::AutocastScope on(bf16);
+    Runtime mixed(mixed_model, o);
+    train(mixed);
+    EXPECT_GT(mixed.stats().profiled_steps, 0);
+    EXPECT_EQ(mixed.stats().retries, 0);
+  }
+  EXPECT_EQ(Predictor::load(path).measured_on(),
+            "input int64 on cpu; parameters float32; every parameter trains; autocast bfloat16 on "
+            "cpu");
 
   auto cnn = testing::small_resnet();
   auto other = cnn->make_model(3);
