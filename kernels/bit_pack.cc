@@ -179,14 +179,62 @@ void pack_cpu(const at::Tensor& c, const at::Tensor& mask, Keep keep) {
   });
 }
 
+// Where the mask functions below run ATen operations: CUDA data that kernels/cuda/ does not take
+// (any dtype but float32). CPU data runs the loops above, float32 CUDA data the launchers.
+bool runs_aten(const at::Tensor& t) { return !t.is_cpu() && !cuda_kernels_take(t); }
+
 }  // namespace
 
 at::Tensor empty_mask(std::int64_t n, const at::TensorOptions& options) {
   return at::empty({(n + kWordBits - 1) / kWordBits}, options.dtype(at::kInt));
 }
 
+at::Tensor pack_bits_aten(const at::Tensor& bits) {
+  const std::int64_t n = bits.numel();
+  const std::int64_t words = (n + kWordBits - 1) / kWordBits;
+  // One byte an element, zero past n; each byte times its bit's weight, eight to a byte of the
+  // word (little-endian: byte k holds bits 8k to 8k + 7), summed in uint8 (at most 255).
+  at::Tensor bytes = at::zeros({words * kWordBits}, bits.options().dtype(at::kByte));
+  bytes.narrow(0, 0, n).copy_(bits.reshape({-1}));
+  const at::Tensor weights =
+      at::bitwise_left_shift(at::ones({8}, bytes.options()), at::arange(8, bytes.options()));
+  return bytes.view({words * 4, 8})
+      .mul_(weights)
+      .sum(1, /*keepdim=*/false, at::kByte)
+      .view(at::kInt);
+}
+
+at::Tensor unpack_bits_aten(const at::Tensor& mask, std::int64_t n) {
+  const at::Tensor bytes = mask.view(at::kByte).unsqueeze(1);
+  const at::Tensor shifts = at::arange(8, bytes.options());
+  return at::bitwise_right_shift(bytes, shifts)
+      .bitwise_and_(1)
+      .reshape({-1})
+      .narrow(0, 0, n)
+      .to(at::kBool);
+}
+
+at::Tensor pack_positive_aten(const at::Tensor& t) { return pack_bits_aten(t.gt(0)); }
+
+at::Tensor pack_nonzero_aten(const at::Tensor& t) { return pack_bits_aten(t.ne(0)); }
+
+at::Tensor select_by_mask_aten(const at::Tensor& grad, const at::Tensor& mask) {
+  const at::Tensor bits = unpack_bits_aten(mask, grad.numel()).view(grad.sizes());
+  return at::where(bits, grad, at::zeros({}, grad.options())).contiguous();
+}
+
+at::Tensor mask_to_values_aten(const at::Tensor& mask, const at::Tensor& like) {
+  return unpack_bits_aten(mask, like.numel()).view(like.sizes()).to(like.scalar_type());
+}
+
+at::Tensor scale_by_mask_aten(const at::Tensor& x, const at::Tensor& mask, double keep) {
+  // x times 0 or 1 is exact; the scale then rounds once, as torch's dropout backward on CUDA.
+  return (x.contiguous() * mask_to_values_aten(mask, x)).mul_(1.0 / keep);
+}
+
 at::Tensor pack_positive(const at::Tensor& t) {
   const at::Tensor c = t.contiguous();
+  if (runs_aten(c)) return pack_positive_aten(c);
   at::Tensor mask = empty_mask(c.numel(), c.options());
   if (on_cpu(c, "mask")) {
     pack_cpu(c, mask, [](auto v) { return v > 0; });
@@ -201,15 +249,17 @@ at::Tensor pack_positive(const at::Tensor& t) {
 
 at::Tensor pack_nonzero(const at::Tensor& t) {
   const at::Tensor c = t.contiguous();
-  at::Tensor mask = empty_mask(c.numel(), c.options());
 #ifdef MONET_CUDA_KERNELS
   if (c.is_cuda() && c.scalar_type() == at::kBool) {
+    at::Tensor mask = empty_mask(c.numel(), c.options());
     c10::cuda::CUDAGuard guard(c.device());
     cuda::launch_pack_bytes(reinterpret_cast<const std::uint8_t*>(c.data_ptr<bool>()),
                             words_of(mask), c.numel(), stream_of(c));
     return mask;
   }
 #endif
+  if (runs_aten(c)) return pack_nonzero_aten(c);
+  at::Tensor mask = empty_mask(c.numel(), c.options());
   if (on_cpu(c, "mask")) {
     pack_cpu(c, mask, [](auto v) { return v != 0; });
     return mask;
@@ -227,6 +277,7 @@ at::Tensor select_by_mask(const at::Tensor& grad, const at::Tensor& mask) {
   const std::int64_t n = g.numel();
   TORCH_CHECK(mask.numel() * kWordBits >= n, "monet: a mask of ", mask.numel(),
               " words is too short for ", n, " elements");
+  if (runs_aten(g)) return select_by_mask_aten(g, mask);
   if (on_cpu(g, "mask")) {
     const std::uint32_t* words = words_of_const(mask);
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, g.scalar_type(), "monet_select", [&] {
@@ -243,6 +294,7 @@ at::Tensor select_by_mask(const at::Tensor& grad, const at::Tensor& mask) {
 }
 
 at::Tensor mask_to_values(const at::Tensor& mask, const at::Tensor& like) {
+  if (runs_aten(like)) return mask_to_values_aten(mask, like);
   at::Tensor out =
       at::empty(like.sizes(), like.options().memory_format(at::MemoryFormat::Contiguous));
   const std::int64_t n = out.numel();
@@ -267,6 +319,7 @@ at::Tensor scale_by_mask(const at::Tensor& x, const at::Tensor& mask, double kee
   const std::int64_t n = c.numel();
   TORCH_CHECK(mask.numel() * kWordBits >= n, "monet: a mask of ", mask.numel(),
               " words is too short for ", n, " elements");
+  if (runs_aten(c)) return scale_by_mask_aten(c, mask, keep);
   if (on_cpu(c, "dropout")) {
     if (c.scalar_type() != at::kFloat && c.scalar_type() != at::kDouble) {
       // Half and bfloat16 round the noise and the product as torch does, through its own ops.
@@ -298,8 +351,8 @@ at::Tensor dropout_keep_mask(std::uint64_t seed, std::uint64_t offset, std::int6
                              const at::TensorOptions& options) {
   at::Tensor mask = empty_mask(n, options);
   const std::uint64_t threshold = drop_threshold(p);
-  // The check is on the data's type (options), not the mask's words.
-  if (on_cpu(options.device(), c10::typeMetaToScalarType(options.dtype()), "dropout")) {
+  // The words are the same for data of any dtype: the check is on the device alone.
+  if (on_cpu(options.device(), at::kFloat, "dropout")) {
     std::uint32_t* words = words_of(mask);
     at::parallel_for(0, mask.numel(), kWordsPerTask, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t w = begin; w < end; ++w) {

@@ -1,7 +1,8 @@
 // 1-bit masks for the compact variants: bits packed 32 to an int32 word (element i is bit i % 32
 // of word i / 32, elements in row-major order of the tensor's sizes), 1/32 of an fp32 tensor.
-// CPU tensors run loops here; CUDA tensors run kernels/cuda/ where LibTorch and monet were both
-// built with CUDA; any other device is an error naming the op.
+// CPU tensors run loops here; float32 CUDA tensors run kernels/cuda/ where LibTorch and monet were
+// both built with CUDA, and CUDA tensors of other dtypes the same in ATen operations (`*_aten`
+// below); any other device is an error naming the op.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -30,6 +31,19 @@ at::Tensor scale_by_mask(const at::Tensor& x, const at::Tensor& mask, double kee
 // Regenerating dropout's keep mask for `n` elements (kernels/counter_rng.h), on `options`' device.
 at::Tensor dropout_keep_mask(std::uint64_t seed, std::uint64_t offset, std::int64_t n, double p,
                              const at::TensorOptions& options);
+
+// The same in ATen operations, on any device: what CUDA data of a dtype other than float32 runs
+// (float16, bfloat16: a half-precision model, autocast's activations). Each allocates a byte an
+// element on the way, which a measured stage's transient peak counts. scale_by_mask_aten rounds as
+// torch's dropout backward on CUDA (x times 0 or 1, then times 1 / keep, rounded once).
+// pack_bits_aten packs a bool tensor; unpack_bits_aten gives `n` bools back.
+at::Tensor pack_bits_aten(const at::Tensor& bits);
+at::Tensor unpack_bits_aten(const at::Tensor& mask, std::int64_t n);
+at::Tensor pack_positive_aten(const at::Tensor& t);
+at::Tensor pack_nonzero_aten(const at::Tensor& t);
+at::Tensor select_by_mask_aten(const at::Tensor& grad, const at::Tensor& mask);
+at::Tensor mask_to_values_aten(const at::Tensor& mask, const at::Tensor& like);
+at::Tensor scale_by_mask_aten(const at::Tensor& x, const at::Tensor& mask, double keep);
 
 // The same packing in plain ATen operations, for the tests: bool tensor -> words, and back.
 at::Tensor pack_bool_reference(const at::Tensor& bits);

@@ -30,19 +30,32 @@ inline bool on_cpu(c10::Device device, at::ScalarType type, std::string_view op)
               type, " tensor on ", device, ". Run this stage with OpMode::kDefault.");
 }
 
-// True where the variants' own kernels (the masks, the pooling codes) take `t`'s data: every
-// floating dtype on the CPU; float32 on a CUDA device, where monet and LibTorch were both built
-// with CUDA. Elsewhere (float16, bfloat16 or float64 on CUDA: a half-precision model, autocast's
-// activations; other devices) relu, dropout and max_pool2d run torch's own op in every mode, and
-// keep what torch's keeps.
-inline bool has_kernels(const at::Tensor& t) {
-  if (t.device().is_cpu()) return true;
+// True for float32 data on a CUDA device where monet and LibTorch were both built with CUDA: the
+// data kernels/cuda/'s launchers take.
+inline bool cuda_kernels_take(const at::Tensor& t) {
 #ifdef MONET_CUDA_KERNELS
-  return t.device().is_cuda() && t.scalar_type() == at::kFloat;
+  return t.is_cuda() && t.scalar_type() == at::kFloat;
 #else
+  (void)t;
   return false;
 #endif
 }
+
+// True where the 1-bit masks (ReLU's, dropout's) can be kept for `t`'s data: on the CPU (loops,
+// any floating dtype), and on a CUDA device where monet and LibTorch were both built with CUDA:
+// float32 through kernels/cuda/, other dtypes (float16, bfloat16: a half-precision model, or
+// autocast's activations; float64) through ATen operations (kernels/bit_pack.h, `*_aten`).
+// Elsewhere relu and dropout run torch's own op in every mode.
+inline bool masks_run_on(const at::Tensor& t) {
+#ifdef MONET_CUDA_KERNELS
+  if (t.is_cuda()) return true;
+#endif
+  return t.is_cpu();
+}
+
+// True where max pooling's 4-bit codes can be kept: CPU tensors of any floating dtype, and float32
+// CUDA tensors (cuda_kernels_take). Elsewhere max_pool2d runs torch's own op in every mode.
+inline bool pool_codes_run_on(const at::Tensor& t) { return t.is_cpu() || cuda_kernels_take(t); }
 
 // The same for a tensor of the data (not a mask of it).
 inline bool on_cpu(const at::Tensor& t, std::string_view op) {

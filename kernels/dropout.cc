@@ -92,9 +92,9 @@ at::Tensor dropout(const at::Tensor& x, double p, bool training) {
   const OpMode mode = op_mode();
   TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
   // Nothing drawn and nothing kept in these cases, in torch's op as in any variant.
-  // Nor where the masks' kernels do not take the data (kernels::has_kernels).
+  // Nor on a device where no mask can be kept (kernels::masks_run_on).
   if (mode == OpMode::kDefault || !training || p == 0 || p == 1 || x.numel() == 0 ||
-      !kernels::has_kernels(x)) {
+      !kernels::masks_run_on(x)) {
     return at::dropout(x, p, training);
   }
   const bool keep = at::GradMode::is_enabled() && x.requires_grad();

@@ -214,7 +214,7 @@ struct CompactMaxPool : torch::autograd::Function<CompactMaxPool> {
 
 at::Tensor max_pool2d(const at::Tensor& x, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                       at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
-  const bool variant = kernels::run_variant(x) && kernels::has_kernels(x);
+  const bool variant = kernels::run_variant(x) && kernels::pool_codes_run_on(x);
   const Window win = window_of(kernel_size, stride, padding, dilation, ceil_mode);
   // The codes index windows of at most 16 positions in planes of under 2^32 elements.
   if (!variant || win.kh * win.kw > kMaxWindow || x.dim() < 3 ||

@@ -11,8 +11,10 @@
 // Every call counts once in monet::variant_op_calls(), in every mode.
 //
 // Tensors: any. relu, dropout and max_pool2d run their own kernels on CPU tensors of any floating
-// dtype and on float32 CUDA tensors (where monet and LibTorch were both built with CUDA); on
-// others (float16, bfloat16 or float64 on CUDA, other devices) torch's op, in every mode.
+// dtype and on float32 CUDA tensors (where monet and LibTorch were both built with CUDA). On CUDA
+// tensors of other dtypes (float16, bfloat16, float64) relu and dropout keep their masks through
+// ATen operations and max_pool2d runs torch's op; on other devices all three run torch's op, in
+// every mode.
 //
 // Under autocast each op runs in the dtype torch's runs in: the fused ops' convolution in
 // autocast's dtype, their BatchNorms in their input's.

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "kernels/catalogue.h"
 #include "kernels/counter_rng.h"
@@ -133,6 +134,31 @@ TEST(BitPackTest, SelectKeepsTheShapeOfNonContiguousGrads) {
   at::Tensor out = select_by_mask(grad, pack_bool_reference(keep));
   EXPECT_EQ(out.sizes(), grad.sizes());
   EXPECT_TRUE(at::equal(out, at::where(keep, grad, at::zeros_like(grad))));
+}
+
+// The ATen forms (what CUDA data other than float32 runs: a half-precision model, autocast's
+// activations) give the loops' masks and values, on the CPU, in every floating dtype; dropout's
+// scaling as torch's dropout backward (native_dropout_backward) rounds it, bit for bit.
+TEST(BitPackTest, AtenFormsEqualTheLoopsInEveryDtype) {
+  for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
+    for (std::int64_t n : kSizes) {
+      SCOPED_TRACE(std::string(c10::toString(dtype)) + " " + std::to_string(n));
+      at::Tensor t = at::randn({n}).to(dtype);
+      t.index_put_({at::arange(0, n, 7)}, 0);  // zeros, which are neither positive nor nonzero
+      const at::Tensor bits = at::rand({n}) > 0.3;
+      EXPECT_TRUE(at::equal(pack_bits_aten(bits), pack_bool_reference(bits)));
+      EXPECT_TRUE(at::equal(unpack_bits_aten(pack_bits_aten(bits), n), bits));
+      EXPECT_TRUE(at::equal(pack_positive_aten(t), pack_positive(t)));
+      EXPECT_TRUE(at::equal(pack_nonzero_aten(t), pack_nonzero(t)));
+      const at::Tensor mask = pack_bool_reference(bits);
+      const at::Tensor grad = at::randn({n}).to(dtype).view({1, n});
+      EXPECT_TRUE(at::equal(select_by_mask_aten(grad, mask), select_by_mask(grad, mask)));
+      EXPECT_TRUE(at::equal(mask_to_values_aten(mask, grad), mask_to_values(mask, grad)));
+      const double keep = 0.7;
+      EXPECT_TRUE(at::equal(scale_by_mask_aten(grad, mask, keep),
+                            at::native_dropout_backward(grad, bits.view({1, n}), 1.0 / keep)));
+    }
+  }
 }
 
 TEST(BitPackTest, DropoutMaskIsAFunctionOfItsKey) {

@@ -269,35 +269,63 @@ TEST_F(OpsCudaTest, GeluAndSoftmaxAreTorchs) {
   expect_matches(softmax, softmax_ref, {x}, 0.0);
 }
 
-// The masks' and pooling codes' CUDA kernels take float32. On other dtypes (a half-precision
-// model, autocast's float16 activations, float64) relu, dropout and max_pool2d run torch's own op
-// in every mode, so that a plan that picks their variants still runs. Before, they threw.
-TEST_F(OpsCudaTest, OtherDtypesOnCudaRunTorchsOps) {
+// On CUDA tensors of other dtypes than float32 (a half-precision model, autocast's float16
+// activations, float64), relu and dropout keep their 1-bit masks through ATen operations
+// (kernels/bit_pack.h, `*_aten`), with torch's outputs and gradients bit for bit; max_pool2d,
+// whose codes' kernels take float32 only, runs torch's own op in every mode. Until 2026-11-28
+// all three threw there in a non-default mode.
+TEST_F(OpsCudaTest, OtherDtypesOnCuda) {
   for (torch::ScalarType dtype : {torch::kHalf, torch::kBFloat16, torch::kDouble}) {
     SCOPED_TRACE(c10::toString(dtype));
-    const torch::Tensor x =
-        torch::randn({2, 3, 8, 8}, torch::dtype(dtype).device(torch::kCUDA, 0)).requires_grad_();
-    const std::pair<UnaryOp, UnaryOp> cases[] = {
-        {[](const torch::Tensor& t) { return ops::relu(t); },
-         [](const torch::Tensor& t) { return torch::relu(t); }},
-        {[](const torch::Tensor& t) { return ops::dropout(t, 0.5, true); },
-         [](const torch::Tensor& t) { return torch::dropout(t, 0.5, true); }},
-        {[](const torch::Tensor& t) {
-           return ops::max_pool2d(t, {2, 2});
-         },
-         [](const torch::Tensor& t) {
-           return torch::max_pool2d(t, {2, 2});
-         }},
+    const torch::Tensor x = torch::randn({2, 3, 8, 8}, torch::dtype(dtype).device(torch::kCUDA, 0));
+    struct Row {
+      const char* name;
+      Op op, ref;
+      std::vector<OpMode> modes;
+      bool variant;  // a variant runs (else torch's op)
     };
-    for (const auto& [op, ref] : cases) {
-      for (OpMode mode : kVariants) {
+    const Row rows[] = {
+        {"relu",
+         [](const Inputs& in) { return ops::relu(in[0]); },
+         [](const Inputs& in) { return torch::relu(in[0]); },
+         {OpMode::kCompact, OpMode::kRecompute, OpMode::kRegenerate},
+         true},
+        // Regenerating dropout draws its own mask, not torch's.
+        {"dropout",
+         [](const Inputs& in) { return ops::dropout(in[0], 0.5, true); },
+         [](const Inputs& in) { return torch::dropout(in[0], 0.5, true); },
+         {OpMode::kCompact, OpMode::kRecompute},
+         true},
+        {"max_pool2d",
+         [](const Inputs& in) {
+           return ops::max_pool2d(in[0], {2, 2});
+         },
+         [](const Inputs& in) {
+           return torch::max_pool2d(in[0], {2, 2});
+         },
+         {OpMode::kCompact, OpMode::kRecompute, OpMode::kRegenerate},
+         false},
+    };
+    for (const Row& row : rows) {
+      SCOPED_TRACE(row.name);
+      const Inputs inputs{x.clone().requires_grad_()};
+      torch::manual_seed(3);
+      const torch::Tensor probe = row.ref(inputs);
+      const torch::Tensor grad_y = torch::randn_like(probe);
+      torch::manual_seed(3);
+      const Outcome want = run(row.ref, inputs, grad_y, OpMode::kDefault);
+      for (OpMode mode : row.modes) {
+        SCOPED_TRACE(std::string(op_mode_name(mode)));
         torch::manual_seed(3);
-        const torch::Tensor want = ref(x);
-        torch::manual_seed(3);
-        OpModeScope scope(mode);
-        const torch::Tensor got = op(x);
-        EXPECT_EQ(got.grad_fn()->name(), want.grad_fn()->name()) << op_mode_name(mode);
-        EXPECT_TRUE(torch::equal(got, want)) << op_mode_name(mode);
+        const Outcome got = run(row.op, inputs, grad_y, mode);
+        if (row.variant) {
+          EXPECT_NE(got.node, want.node) << "no variant ran";
+        } else {
+          EXPECT_EQ(got.node, want.node);
+        }
+        EXPECT_TRUE(torch::equal(got.y, want.y));
+        ASSERT_EQ(got.grads.size(), 1u);
+        EXPECT_TRUE(torch::equal(got.grads[0], want.grads[0]));
       }
     }
   }

@@ -365,8 +365,8 @@ TEST(Gradients, MixedPrecisionFollowsAutocast) {
   expect_mixed_precision_follows_autocast(torch::kCPU);
 }
 
-// The same with float16 on a CUDA device, where relu and dropout run torch's ops (their kernels
-// take float32) and the BatchNorm variants and checkpoints remain.
+// The same with float16 on a CUDA device, where relu and dropout keep their masks through ATen
+// operations (their kernels take float32) and max pooling runs torch's op.
 TEST(Gradients, MixedPrecisionFollowsAutocastOnCuda) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   testing::deterministic_small_cuda();
