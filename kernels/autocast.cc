@@ -4,6 +4,8 @@
 #include <c10/core/DeviceType.h>
 #include <torch/version.h>
 
+#include "kernels/dtype_name.h"
+
 namespace monet::kernels {
 namespace {
 
@@ -40,25 +42,6 @@ bool eligible(const at::Tensor& t, c10::DeviceType d) {
 }
 
 }  // namespace
-
-std::string dtype_name(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat:
-      return "float32";
-    case at::kDouble:
-      return "float64";
-    case at::kHalf:
-      return "float16";
-    case at::kBFloat16:
-      return "bfloat16";
-    case at::kLong:
-      return "int64";
-    case at::kInt:
-      return "int32";
-    default:
-      return c10::toString(t);
-  }
-}
 
 AutocastState AutocastState::current() {
   AutocastState s;

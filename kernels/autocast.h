@@ -12,9 +12,6 @@
 
 namespace monet::kernels {
 
-// "float32", "bfloat16", "int64": the name torch gives a dtype in Python.
-std::string dtype_name(at::ScalarType t);
-
 // The calling thread's autocast switches on CPU and CUDA: whether each is on, and the dtype its
 // lower-precision ops (convolutions, matrix products) run in. The defaults are torch's.
 struct AutocastState {

@@ -18,6 +18,7 @@
 #include "common/atomic_file.h"
 #include "common/log.h"
 #include "kernels/autocast.h"
+#include "kernels/dtype_name.h"
 #include "monet/allocator.h"
 #include "monet/bytes.h"
 #include "planner/chain_json.h"
