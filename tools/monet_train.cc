@@ -2,7 +2,7 @@
 // budget, and compares with the same run without one.
 //
 //   monet-train [--model transformer|resnet] [--budget B] [--steps N] [--strategy S] [--json]
-//               [--device D]
+//               [--device D] [--autocast]
 //
 // By default a transformer encoder on token batches whose lengths are long-tailed like question
 // answering data; the budget defaults to half of the model's unconstrained peak at its largest
@@ -42,6 +42,7 @@ struct Flags {
   std::string trace;
   std::uint64_t seed = 1;
   std::string device;  // empty: the first GPU LibTorch sees, else the CPU
+  bool autocast = false;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -49,7 +50,7 @@ struct Flags {
   std::cerr
       << "usage: monet-train [--model transformer|resnet] [--budget B] [--steps N]\n"
          "                   [--strategy S] [--json] [--no-baseline] [--trace FILE] [--seed S]\n"
-         "                   [--device D]\n"
+         "                   [--device D] [--autocast]\n"
          "  --model M      transformer (default): an encoder on long-tailed token lengths;\n"
          "                 resnet: a ResNet-style CNN on images of varying size\n"
          "  --budget B     memory budget: 64MiB, 1GiB, 60% of RAM... (default MONET_BUDGET,\n"
@@ -65,7 +66,9 @@ struct Flags {
          "  --trace FILE   write every allocation and free to FILE (MONET_TRACE)\n"
          "  --seed S       seed of the data and the weights (default 1)\n"
          "  --device D     cpu, cuda or cuda:N (default cuda:0 where LibTorch sees a GPU, else\n"
-         "                 cpu)\n";
+         "                 cpu)\n"
+         "  --autocast     mixed precision: each step's forward and backward under autocast\n"
+         "                 (bfloat16 on the CPU, float16 on CUDA), the baseline's too\n";
   std::exit(problem.empty() ? 0 : 2);
 }
 
@@ -97,6 +100,8 @@ Flags parse(int argc, char** argv) {
         f.seed = std::stoull(value());
       } else if (arg == "--device") {
         f.device = value();
+      } else if (arg == "--autocast") {
+        f.autocast = true;
       } else if (arg == "--help" || arg == "-h") {
         usage("");
       } else {
@@ -124,6 +129,7 @@ monet::workloads::TrainResult train(const monet::workloads::Workload& w, const F
   spec.steps = steps;
   spec.seed = flags.seed;
   spec.device = device;
+  spec.autocast = flags.autocast;
   spec.on_step = [&](int i, const monet::workloads::Batch& b, const monet::StepReport& r,
                      double loss, double) {
     const std::string how = options.budget_bytes == 0 ? "no budget"
@@ -167,6 +173,9 @@ int run(const Flags& flags) {
   const auto w = monet::workloads::make_workload(flags.model);
   const int steps = flags.steps > 0 ? flags.steps : (flags.model == "resnet" ? 60 : 150);
   const std::string largest = w->shape_of(w->largest_batch());
+  // The peaks and least budgets below are those of steps under the same autocast as the runs.
+  const monet::kernels::AutocastState autocast =
+      flags.autocast ? monet::workloads::autocast_for(device) : monet::kernels::AutocastState();
 
   if (budget > 0) {
     // Fail fast: a budget in which monet cannot plan the largest batch is named now, in a few
@@ -174,16 +183,22 @@ int run(const Flags& flags) {
     monet::Options probe = options;
     probe.budget_bytes = static_cast<std::int64_t>(budget);
     std::string why;
-    if (const std::int64_t least =
-            monet::workloads::least_budget_above(*w, flags.seed, probe, device, &why);
-        least > 0) {
+    std::int64_t least = 0;
+    {
+      const monet::kernels::AutocastScope region(autocast);
+      least = monet::workloads::least_budget_above(*w, flags.seed, probe, device, &why);
+    }
+    if (least > 0) {
       throw monet::InfeasibleBudgetError(why, probe.budget_bytes, least);
     }
   }
   std::size_t peak = 0;
   monet::workloads::TrainResult baseline;
   if (flags.baseline) {
-    peak = monet::workloads::unconstrained_peak(*w, flags.seed, device).reserved_bytes;
+    {
+      const monet::kernels::AutocastScope region(autocast);
+      peak = monet::workloads::unconstrained_peak(*w, flags.seed, device).reserved_bytes;
+    }
     monet::Options none = options;
     none.budget_bytes = 0;
     baseline = train(*w, flags, device, steps, none, "baseline");
@@ -195,9 +210,13 @@ int run(const Flags& flags) {
     budget = peak / 2;
     monet::Options probe = options;
     probe.budget_bytes = static_cast<std::int64_t>(budget);
-    if (const auto least = static_cast<std::size_t>(
-            monet::workloads::least_budget_above(*w, flags.seed, probe, device));
-        least > 0) {
+    std::size_t least = 0;
+    {
+      const monet::kernels::AutocastScope region(autocast);
+      least = static_cast<std::size_t>(
+          monet::workloads::least_budget_above(*w, flags.seed, probe, device));
+    }
+    if (least > 0) {
       // 15% above it: the least plan runs at the edge, where the memory model's errors tell.
       budget = least + least * 15 / 100;
       budget_note = fmt::format(
@@ -206,8 +225,9 @@ int run(const Flags& flags) {
     }
   }
   if (!flags.json) {
-    std::fprintf(stderr, "%s, %d steps, budget %s%s%s\n", w->name().c_str(), steps,
-                 monet::format_bytes(budget).c_str(),
+    std::fprintf(stderr, "%s%s, %d steps, budget %s%s%s\n", w->name().c_str(),
+                 flags.autocast ? (" under autocast (" + autocast.describe() + ")").c_str() : "",
+                 steps, monet::format_bytes(budget).c_str(),
                  peak ? fmt::format(" ({:.0f}% of the unconstrained peak {} at {})",
                                     100.0 * static_cast<double>(budget) / static_cast<double>(peak),
                                     monet::format_bytes(peak), largest)
@@ -225,6 +245,7 @@ int run(const Flags& flags) {
     nlohmann::json j = {
         {"model", w->name()},
         {"strategy", std::string(monet::strategy_name(options.strategy))},
+        {"autocast", autocast.describe()},
         {"budget_bytes", budget},
         {"peak_bytes", monet_run.peak_reserved},
         {"peak_in_use_bytes", s.max_measured_peak_bytes},
@@ -249,6 +270,7 @@ int run(const Flags& flags) {
   std::printf("\n%s under monet (%s)\n", w->name().c_str(),
               std::string(monet::strategy_name(options.strategy)).c_str());
   row("iterations", std::to_string(steps));
+  if (flags.autocast) row("autocast", autocast.describe());
   row("time", fmt::format("{:.2f} s", monet_run.seconds));
   if (flags.baseline) {
     row("time without budget", fmt::format("{:.2f} s", baseline.seconds));

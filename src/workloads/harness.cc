@@ -26,6 +26,12 @@ void wait_for(const torch::Device& device) {
 
 }  // namespace
 
+kernels::AutocastState autocast_for(const torch::Device& device) {
+  kernels::AutocastState s;
+  (device.is_cuda() ? s.cuda : s.cpu) = true;
+  return s;
+}
+
 torch::nn::Sequential model_on(const Workload& w, std::uint64_t seed, const torch::Device& device) {
   torch::nn::Sequential model = w.make_model(seed);
   if (!device.is_cpu()) model->to(device);
@@ -113,8 +119,11 @@ TrainResult train(const Workload& w, const Options& options, const TrainSpec& sp
   torch::nn::Sequential model = model_on(w, spec.seed, spec.device);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   Runtime rt(model, options);
+  const kernels::AutocastState step_autocast =
+      spec.autocast ? autocast_for(spec.device) : kernels::AutocastState();
   if (spec.start_with_largest) {
     const Batch b = to_device(w.largest_batch(), spec.device);
+    const kernels::AutocastScope region(step_autocast);
     rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
   }
   TrainResult result;
@@ -127,8 +136,11 @@ TrainResult train(const Workload& w, const Options& options, const TrainSpec& sp
     wait_for(spec.device);
     const double start = now();
     optimizer.zero_grad();
-    const torch::Tensor loss =
-        rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
+    torch::Tensor loss;
+    {
+      const kernels::AutocastScope region(step_autocast);
+      loss = rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
+    }
     optimizer.step();
     const double loss_value = loss.item<double>();
     wait_for(spec.device);  // the optimizer's kernels too

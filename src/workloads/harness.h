@@ -11,6 +11,7 @@
 #include <string>
 
 #include "allocator/caching_allocator.h"
+#include "kernels/autocast.h"
 #include "monet/runtime.h"
 #include "workloads/workloads.h"
 
@@ -33,6 +34,10 @@ torch::Device default_device();
 // default_device(). Throws ConfigError, naming `flag` and what to write, for a name that is not a
 // device, a device that is neither, or a CUDA device LibTorch does not see here.
 torch::Device device_named(const std::string& name, const std::string& flag = "--device");
+
+// Autocast on for `device`'s type alone, in torch's default dtype there (bfloat16 on the CPU,
+// float16 on CUDA): what --autocast turns on.
+kernels::AutocastState autocast_for(const torch::Device& device);
 
 // One step on the largest batch with every stage kept and no budget, on a throwaway model.
 struct PeakProbe {
@@ -60,6 +65,9 @@ struct TrainSpec {
   // optimizer step: the timed steps start from the same weights): the shape a static plan is
   // made for, and the same start for every run it is compared with.
   bool start_with_largest = false;
+  // Each step's forward and backward under autocast for `device` (mixed precision: bfloat16 on
+  // the CPU, float16 on CUDA), an autocast region a step; the optimizer's step outside it.
+  bool autocast = false;
   // Called once, right before the first timed step.
   std::function<void()> before_steps;
   // Called after each timed step: its index in the stream, the batch, the step's report, the
