@@ -101,7 +101,10 @@ class Sampler {
 class Bench {
  public:
   explicit Bench(Flags flags)
-      : flags_(std::move(flags)), device_(monet::workloads::device_named(flags_.device)) {}
+      : flags_(std::move(flags)),
+        device_(monet::workloads::device_named(flags_.device)),
+        autocast_(flags_.autocast ? monet::workloads::autocast_for(device_)
+                                  : monet::kernels::AutocastState()) {}
 
   int run() {
     prepare_out_folder(flags_.out);
@@ -182,6 +185,7 @@ class Bench {
     c.budget_percent = percent;
     c.budget_bytes = budget;
     c.margin_percent = flags_.margin;
+    c.autocast = autocast_.describe();
     const int steps = chunk.steps;
     std::string label = !label_text.empty()  ? label_text
                         : strategy == "none" ? "baseline"
@@ -197,6 +201,7 @@ class Bench {
     spec.first_step = chunk.first;
     spec.seed = flags_.seed;
     spec.device = device_;
+    spec.autocast = flags_.autocast;
     spec.start_with_largest = true;
     // The allocator's counters cover the timed steps only: the run's start empties the cache and
     // fills it again, which is no step's work (a run that fails before its steps counts from here).
@@ -262,18 +267,24 @@ class Bench {
   }
 
   std::vector<Cell> run_workload(const Workload& w) {
-    const monet::workloads::PeakProbe probe =
-        monet::workloads::unconstrained_peak(w, flags_.seed, device_);
+    monet::workloads::PeakProbe probe;
+    {
+      const monet::kernels::AutocastScope region(autocast_);
+      probe = monet::workloads::unconstrained_peak(w, flags_.seed, device_);
+    }
     peak_ = probe.reserved_bytes;
     largest_ = w.shape_of(w.largest_batch());
     const int steps = steps_for(w);
     const int rounds = rounds_for(w);
     if (!flags_.json) {
-      std::fprintf(stderr,
-                   "\n%s: unconstrained peak %s at %s; %d steps per run%s; plans keep %d%% "
-                   "of each budget free\n",
-                   w.name().c_str(), monet::format_bytes(peak_).c_str(), largest_.c_str(), steps,
-                   rounds > 1 ? fmt::format(", in {} rounds", rounds).c_str() : "", flags_.margin);
+      std::fprintf(
+          stderr,
+          "\n%s%s: unconstrained peak %s at %s; %d steps per run%s; plans keep %d%% "
+          "of each budget free\n",
+          w.name().c_str(),
+          flags_.autocast ? (" under autocast (" + autocast_.describe() + ")").c_str() : "",
+          monet::format_bytes(peak_).c_str(), largest_.c_str(), steps,
+          rounds > 1 ? fmt::format(", in {} rounds", rounds).c_str() : "", flags_.margin);
     }
     const std::string warm_state = flags_.out + "/predictor-" + w.name() + ".json";
     if (flags_.warm) {
@@ -307,6 +318,7 @@ class Bench {
         c.model = w.name();
         c.strategy = s;
         c.warm = flags_.warm;
+        c.autocast = autocast_.describe();
         c.budget_percent = percent;
         c.budget_bytes = budget_at(percent);
         c.margin_percent = flags_.margin;
@@ -382,6 +394,7 @@ class Bench {
     baseline.model = w.name();
     baseline.strategy = "none";
     baseline.warm = flags_.warm;
+    baseline.autocast = autocast_.describe();
     baseline.iterations = steps;
     baseline.rounds = rounds;
     baseline.seconds = summary.seconds();
@@ -696,6 +709,7 @@ class Bench {
     spec.steps = std::min(8, steps_for(*w));  // from batch 0
     spec.seed = flags_.seed;
     spec.device = device_;
+    spec.autocast = flags_.autocast;
     spec.start_with_largest = true;
     spec.before_steps = [&] { sampler.start(); };
     monet::workloads::train(*w, options_for(chosen->strategy, chosen->budget_bytes, ""), spec);
@@ -728,6 +742,7 @@ class Bench {
 
   Flags flags_;
   torch::Device device_;
+  monet::kernels::AutocastState autocast_;  // what --autocast turns on, for device_
   std::size_t peak_ = 0;
   std::string largest_;
   Baselines baseline_;

@@ -50,6 +50,7 @@ nlohmann::ordered_json to_json(const Cell& c) {
       {"model", c.model},
       {"strategy", c.strategy},
       {"warm", c.warm},
+      {"autocast", c.autocast},
       {"budget_percent", c.budget_percent},
       {"budget_bytes", c.budget_bytes},
       {"margin", c.strategy == "none" ? nlohmann::ordered_json(nullptr)  // no budget, no margin

@@ -47,8 +47,9 @@ struct PoolWork {
 // What one run (a cell of the table) gave; with several rounds, the sum of its rounds' runs.
 struct Cell {
   std::string model;
-  std::string strategy;  // "none" for the baseline
-  bool warm = false;     // started from the warm-up run's predictor (--warm)
+  std::string strategy;          // "none" for the baseline
+  bool warm = false;             // started from the warm-up run's predictor (--warm)
+  std::string autocast = "off";  // "bfloat16 on cpu" under --autocast
   int budget_percent = 0;
   std::int64_t budget_bytes = 0;
   int margin_percent = 10;  // of the budget, kept free by the plans (--margin)

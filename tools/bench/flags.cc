@@ -16,7 +16,7 @@ namespace {
       << "usage: monet-bench [--model transformer|resnet|all] [--strategies LIST]\n"
          "                   [--budgets LIST] [--margin P] [--steps N] [--rounds R] [--quick]\n"
          "                   [--size cpu|gpu] [--warm] [--json] [--out DIR] [--seed S]\n"
-         "                   [--device D]\n"
+         "                   [--device D] [--autocast]\n"
          "  --model M       transformer, resnet or all (default all)\n"
          "  --strategies L  comma-separated, of all, sqrt, static, greedy, dp, monet (default\n"
          "                  all of them); the run without a budget is always made\n"
@@ -43,7 +43,10 @@ namespace {
          "                  (default monet-bench-report)\n"
          "  --seed S        seed of the data and the weights (default 1)\n"
          "  --device D      cpu, cuda or cuda:N (default cuda:0 where LibTorch sees a GPU,\n"
-         "                  else cpu)\n";
+         "                  else cpu)\n"
+         "  --autocast      mixed precision: every run's steps, the baseline's and the peak\n"
+         "                  the budgets are shares of, under autocast (bfloat16 on the CPU,\n"
+         "                  float16 on CUDA)\n";
   std::exit(problem.empty() ? 0 : 2);
 }
 
@@ -119,6 +122,8 @@ Flags parse(int argc, char** argv) {
         f.seed = std::stoull(value());
       } else if (arg == "--device") {
         f.device = value();
+      } else if (arg == "--autocast") {
+        f.autocast = true;
       } else if (arg == "--help" || arg == "-h") {
         usage("");
       } else {

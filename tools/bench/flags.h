@@ -25,7 +25,8 @@ struct Flags {
   bool json = false;
   std::string out = "monet-bench-report";
   std::uint64_t seed = 1;
-  std::string device;  // empty: the first GPU LibTorch sees, else the CPU
+  std::string device;     // empty: the first GPU LibTorch sees, else the CPU
+  bool autocast = false;  // each step under autocast: bfloat16 on the CPU, float16 on CUDA
 };
 
 // Parses monet-bench's arguments. Prints the usage and exits with status 2 on a bad one (0 on
