@@ -272,7 +272,7 @@ TEST_F(OpsCudaTest, GeluAndSoftmaxAreTorchs) {
 // On CUDA tensors of other dtypes than float32 (a half-precision model, autocast's float16
 // activations, float64), relu and dropout keep their 1-bit masks through ATen operations
 // (kernels/bit_pack.h, `*_aten`), with torch's outputs and gradients bit for bit; max_pool2d,
-// whose codes' kernels take float32 only, runs torch's own op in every mode. Until 2026-11-28
+// whose codes' kernels take float32 only, runs torch's own op in every mode. Until 2026-11-27
 // all three threw there in a non-default mode.
 TEST_F(OpsCudaTest, OtherDtypesOnCuda) {
   for (torch::ScalarType dtype : {torch::kHalf, torch::kBFloat16, torch::kDouble}) {
