@@ -46,7 +46,8 @@ class AutocastScope {
 // was. A forward without grad inside an autocast region (a checkpointed segment's) must not fill
 // it: a parameter's cast made without grad has no path back to the parameter, and the segment's
 // recomputation, like every later use of that parameter in the region, would take the cast from
-// the cache and leave the parameter without a gradient.
+// the cache and leave the parameter without a gradient. Nor the recomputation: its casts would
+// stay cached to the region's end, where the memory model frees them with the segment.
 class AutocastCacheOff {
  public:
   AutocastCacheOff();

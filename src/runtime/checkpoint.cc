@@ -68,6 +68,9 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
       const ForkedRng rng(segment->rng);
       // A backward may run outside the autocast region its forward ran in (AMP's usual loop).
       const kernels::AutocastScope autocast(segment->autocast);
+      // Casts made here go with the segment's saved tensors when its backward has run, as the
+      // memory model counts a recomputation; cached, they would stay to the region's end.
+      const kernels::AutocastCacheOff no_cache;
       const at::AutoGradMode grad(true);
       y = segment->run(leaf);
     }
