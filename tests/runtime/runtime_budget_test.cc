@@ -306,9 +306,7 @@ TEST(RuntimeBudget, AModelConvertedToAnotherDtypeIsMeasuredAfresh) {
 // under the measured ones and ran out of memory on the largest shape.
 TEST(RuntimeBudget, AutocastTurnedOffIsMeasuredAfresh) {
   install();
-  kernels::AutocastState bf16;
-  bf16.cpu = true;
-  bf16.cpu_dtype = torch::kBFloat16;
+  const kernels::AutocastState bf16 = workloads::autocast_for(torch::kCPU);  // bfloat16
   auto w = testing::small_resnet();
   auto model = w->make_model(1);
   const std::int64_t peak = workloads::unconstrained_peak(*w, 1, torch::kCPU).in_use_bytes;
@@ -344,9 +342,7 @@ TEST(RuntimeBudget, RecomputedStagesUnderAutocastAreAsPlanned) {
   };
   auto model = make();
   auto plain = make();
-  kernels::AutocastState bf16;
-  bf16.cpu = true;
-  bf16.cpu_dtype = torch::kBFloat16;
+  const kernels::AutocastState bf16 = workloads::autocast_for(torch::kCPU);  // bfloat16
   const auto loss = [](const torch::Tensor& out) { return out.square().mean(); };
   Options o;
   o.strategy = Strategy::kAll;

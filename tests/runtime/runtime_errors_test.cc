@@ -324,9 +324,7 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
 
   // Under autocast (mixed precision) the stages keep other bytes again: measured afresh too.
   auto mixed_model = w->make_model(3);
-  kernels::AutocastState bf16;
-  bf16.cpu = true;
-  bf16.cpu_dtype = torch::kBFloat16;
+  const kernels::AutocastState bf16 = workloads::autocast_for(torch::kCPU);  // bfloat16
   {
     const kernels::AutocastScope on(bf16);
     Runtime mixed(mixed_model, o);

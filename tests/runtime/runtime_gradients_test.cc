@@ -275,8 +275,8 @@ TEST(Gradients, AModuleInEvalWhileTheModelTrainsStaysInEval) {
 void expect_mixed_precision_follows_autocast(const torch::Device& device) {
   install();
   CachingAllocator& pool = workloads::pool_for(device);
-  kernels::AutocastState mixed;  // torch's defaults: bfloat16 on the CPU, float16 on CUDA
-  (device.is_cuda() ? mixed.cuda : mixed.cpu) = true;
+  // torch's defaults: bfloat16 on the CPU, float16 on CUDA.
+  const kernels::AutocastState mixed = workloads::autocast_for(device);
   struct MixedCase {
     std::string model;
     Strategy strategy;
