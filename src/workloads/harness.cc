@@ -119,13 +119,14 @@ TrainResult train(const Workload& w, const Options& options, const TrainSpec& sp
   torch::nn::Sequential model = model_on(w, spec.seed, spec.device);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   Runtime rt(model, options);
-  const kernels::AutocastState step_autocast =
-      spec.autocast ? autocast_for(spec.device) : kernels::AutocastState();
-  if (spec.start_with_largest) {
-    const Batch b = to_device(w.largest_batch(), spec.device);
-    const kernels::AutocastScope region(step_autocast);
-    rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
-  }
+  // One step on `b`: where the spec asks for autocast, in an autocast region of its own; else
+  // under whatever the caller's thread has (nothing, in monet's tools).
+  const auto step = [&](const Batch& b) {
+    std::optional<kernels::AutocastScope> region;
+    if (spec.autocast) region.emplace(autocast_for(spec.device));
+    return rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
+  };
+  if (spec.start_with_largest) step(to_device(w.largest_batch(), spec.device));
   TrainResult result;
   if (spec.before_steps) spec.before_steps();
   for (int i = spec.first_step; i < spec.first_step + spec.steps; ++i) {
@@ -136,11 +137,7 @@ TrainResult train(const Workload& w, const Options& options, const TrainSpec& sp
     wait_for(spec.device);
     const double start = now();
     optimizer.zero_grad();
-    torch::Tensor loss;
-    {
-      const kernels::AutocastScope region(step_autocast);
-      loss = rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
-    }
+    const torch::Tensor loss = step(b);
     optimizer.step();
     const double loss_value = loss.item<double>();
     wait_for(spec.device);  // the optimizer's kernels too
