@@ -13,6 +13,7 @@
 namespace monet {
 namespace {
 
+#ifdef MONET_TORCH_HAS_CUDA
 at::Tensor state_of(at::Generator generator) {
   std::lock_guard<std::mutex> lock(generator.mutex());
   return generator.get_state();
@@ -22,12 +23,25 @@ void set_state(at::Generator generator, const at::Tensor& state) {
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(state);
 }
+#endif
+
+// Calls f(generator) on the default CPU generator, holding its lock.
+template <typename F>
+void with_cpu_generator(F&& f) {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  f(*generator.get<at::CPUGeneratorImpl>());
+}
 
 }  // namespace
 
 RngState RngState::capture() {
   RngState s;
-  s.cpu_ = state_of(at::detail::getDefaultCPUGenerator());
+  with_cpu_generator([&](at::CPUGeneratorImpl& cpu) {
+    s.cpu_engine_ = cpu.engine();
+    s.cpu_next_float_ = cpu.next_float_normal_sample();
+    s.cpu_next_double_ = cpu.next_double_normal_sample();
+  });
 #ifdef MONET_TORCH_HAS_CUDA
   if (at::globalContext().hasCUDA()) {
     const int devices = static_cast<int>(at::cuda::getNumGPUs());
@@ -40,7 +54,11 @@ RngState RngState::capture() {
 }
 
 void RngState::restore() const {
-  set_state(at::detail::getDefaultCPUGenerator(), cpu_);
+  with_cpu_generator([&](at::CPUGeneratorImpl& cpu) {
+    cpu.set_engine(cpu_engine_);
+    cpu.set_next_float_normal_sample(cpu_next_float_);
+    cpu.set_next_double_normal_sample(cpu_next_double_);
+  });
 #ifdef MONET_TORCH_HAS_CUDA
   for (std::size_t d = 0; d < cuda_.size(); ++d) {
     set_state(at::cuda::detail::getDefaultCUDAGenerator(static_cast<int>(d)), cuda_[d]);

@@ -3,8 +3,10 @@
 // first attempt drew.
 #pragma once
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Tensor.h>
 
+#include <utility>
 #include <vector>
 
 namespace monet {
@@ -18,8 +20,13 @@ class RngState {
   void restore() const;
 
  private:
-  at::Tensor cpu_;
-  std::vector<at::Tensor> cuda_;  // per device; empty without CUDA
+  // The CPU generator's state as values, not as the tensor Generator::get_state() makes: that
+  // tensor (5,056 bytes) would come from the CPU pool, once per checkpointed segment from its
+  // forward to its backward, where the memory model counts nothing.
+  at::mt19937 cpu_engine_;
+  decltype(std::declval<at::CPUGeneratorImpl&>().next_float_normal_sample()) cpu_next_float_;
+  decltype(std::declval<at::CPUGeneratorImpl&>().next_double_normal_sample()) cpu_next_double_;
+  std::vector<at::Tensor> cuda_;  // per device (16 bytes of host memory each); empty without CUDA
 };
 
 // Captures the generators, sets them to `state`, and restores what they were on destruction:

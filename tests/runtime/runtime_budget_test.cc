@@ -5,9 +5,11 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <optional>
 
 #include "allocator/device_pools.h"
 #include "kernels/autocast.h"
+#include "runtime/rng_state.h"
 #include "runtime_testing.h"
 #include "workloads/harness.h"
 
@@ -372,6 +374,58 @@ TEST(RuntimeBudget, RecomputedStagesUnderAutocastAreAsPlanned) {
         << rt.last_step().measured_peak_bytes;
   }
   EXPECT_EQ(rt.stats().retries, 0);
+  pools::cpu().set_budget_bytes(0);
+}
+
+// Every stage a segment of its own: each segment keeps its input and the generators' state from
+// its forward to its backward. The state is kept as values, outside the pool, so that the peak is
+// what the memory model predicts to the block (until 2026-11-28 each segment held a 5,056-byte
+// tensor of it in the CPU pool: 69 KiB over the prediction on this 13-stage chain, at every shape).
+TEST(RuntimeBudget, EveryStageCheckpointedPeaksAsPredicted) {
+  install();
+  {
+    const std::uint64_t before = pools::cpu().stats().allocations;
+    const RngState rng = RngState::capture();
+    const torch::Tensor drawn = torch::rand({4});
+    {
+      const ForkedRng fork(rng);
+      EXPECT_TRUE(torch::equal(torch::rand({4}), drawn));
+    }
+    EXPECT_FALSE(torch::equal(torch::rand({4}), drawn));  // the draws after the fork go on
+    EXPECT_EQ(pools::cpu().stats().allocations - before, 3u) << "only the three draws allocate";
+  }
+  const kernels::AutocastState bf16 = workloads::autocast_for(torch::kCPU);
+  for (bool autocast : {false, true}) {
+    torch::manual_seed(5);
+    torch::nn::Sequential model;
+    for (int i = 0; i < 6; ++i) {
+      model->push_back(torch::nn::Linear(256, 256));
+      model->push_back(torch::nn::ReLU());
+    }
+    model->push_back(torch::nn::Linear(256, 10));
+    Options o;
+    o.strategy = Strategy::kAll;
+    o.budget_bytes = 64 << 20;
+    Runtime rt(model, o);
+    int planned = 0;
+    for (int i = 0; i < 9; ++i) {
+      const torch::Tensor x = torch::randn({32 + 32 * (i % 3), 256});
+      model->zero_grad();
+      std::optional<kernels::AutocastScope> region;
+      if (autocast) region.emplace(bf16);
+      rt.step(x, [](const torch::Tensor& out) { return out.to(torch::kFloat).square().mean(); });
+      region.reset();
+      const StepReport& r = rt.last_step();
+      if (r.predicted_peak_bytes == 0) continue;  // a step that measured its shape
+      ++planned;
+      // Under autocast the prediction is 1.5 KiB over: the memory model's conservative side.
+      EXPECT_LE(r.measured_peak_bytes, r.predicted_peak_bytes + 512)
+          << "autocast " << autocast << ", step " << i;
+      EXPECT_LE(r.predicted_peak_bytes, r.measured_peak_bytes + 4096)
+          << "autocast " << autocast << ", step " << i;
+    }
+    EXPECT_EQ(planned, 6) << "autocast " << autocast;
+  }
   pools::cpu().set_budget_bytes(0);
 }
 
