@@ -50,6 +50,9 @@ struct Segment {
   std::size_t size = 0;
   Block* head = nullptr;            // the block at `base`; it stays first as blocks split and merge
   GranuleMap committed;             // per granule; empty when the segment is held whole
+  // The granules given back to keep the reservation under its high-water mark (no budget) and not
+  // committed since: committing one again means the mark was too tight (CachingAllocator::commit).
+  GranuleMap given_back;
   std::size_t committed_bytes = 0;  // what the segment counts as reserved
 };
 

@@ -232,6 +232,7 @@ Block* CachingAllocator::try_reserve(bool small, Stream stream, std::size_t byte
     high_water_ = std::max(high_water_, stats_.reserved_bytes);
   } else {
     segment.committed.assign(bytes / granularity_);
+    segment.given_back.assign(bytes / granularity_);
   }
   return block;
 }
@@ -268,7 +269,8 @@ bool CachingAllocator::commit(Block* block) {
     backend_.hold_decommitted(true);
     hold.on = true;
     if (over_budget) process_events(/*wait=*/true);
-    if (decommit_free(stats_.reserved_bytes + needed - limit) > 0 && over_budget) {
+    if (decommit_free(stats_.reserved_bytes + needed - limit, options_.budget_bytes == 0) > 0 &&
+        over_budget) {
       ++stats_.cache_flushes;
     }
   }
@@ -298,6 +300,12 @@ bool CachingAllocator::commit_granules(Block* block) {
     const std::size_t bytes = (end - g) * granularity_;
     if (!backend_.commit(segment.base + g * granularity_, bytes)) return false;
     segment.committed.set(g, end, true);
+    // Given back under the mark and wanted again: the mark rises by a quarter as much
+    // (commit_limit).
+    if (const std::size_t again = segment.given_back.count(g, end); again != 0) {
+      segment.given_back.set(g, end, false);
+      if (options_.budget_bytes == 0) high_water_ += again * granularity_ / kMarkRise;
+    }
     segment.committed_bytes += bytes;
     stats_.reserved_bytes += bytes;
     stats_.committed_bytes_total += bytes;
@@ -309,7 +317,7 @@ bool CachingAllocator::commit_granules(Block* block) {
 }
 
 std::size_t CachingAllocator::decommit_range(Segment& segment, std::size_t first,
-                                             std::size_t last) {
+                                             std::size_t last, bool under_mark) {
   std::size_t released = 0;
   // Runs of committed granules, each given back in one call.
   std::size_t g = segment.committed.run_end(first, last, false);
@@ -318,6 +326,7 @@ std::size_t CachingAllocator::decommit_range(Segment& segment, std::size_t first
     const std::size_t bytes = (end - g) * granularity_;
     backend_.decommit(segment.base + g * granularity_, bytes);
     segment.committed.set(g, end, false);
+    if (under_mark) segment.given_back.set(g, end, true);
     released += bytes;
     g = segment.committed.run_end(end, last, false);
   }
@@ -327,7 +336,7 @@ std::size_t CachingAllocator::decommit_range(Segment& segment, std::size_t first
   return released;
 }
 
-std::size_t CachingAllocator::decommit_free(std::size_t at_least) {
+std::size_t CachingAllocator::decommit_free(std::size_t at_least, bool under_mark) {
   if (granularity_ == 0) return 0;
   std::size_t released = 0;
   // Large holes first, the largest of each stream first (a set is ordered by stream, then size),
@@ -345,7 +354,7 @@ std::size_t CachingAllocator::decommit_free(std::size_t at_least) {
       for (std::size_t found = 0; g > first && found < wanted;) {
         if (segment.committed.test(--g)) found += granularity_;
       }
-      if (g < last) released += decommit_range(segment, g, last);
+      if (g < last) released += decommit_range(segment, g, last, under_mark);
     }
   }
   if (released > 0) ++stats_.decommits;

@@ -476,6 +476,38 @@ TEST_F(GranularPoolTest, FreeHolesAreGivenBackBeforeTheReservationGrows) {
   pool_.free(c);
 }
 
+TEST_F(GranularPoolTest, GranulesGivenBackAndWantedAgainRaiseTheMark) {
+  // A training step whose blocks land on more granules than its peak in use, repeated: the mark
+  // rises by a quarter of what each step commits again after giving it back, until the step's
+  // granules all stay committed. Before, the reservation stayed at the first step's peak and every
+  // step gave back and committed the same 8 MiB again (on the host, page faults; on CUDA, waits).
+  std::size_t decommitted_after_eighth = 0, committed_after_eighth = 0;
+  for (int step = 0; step < 12; ++step) {
+    void* a = pool_.allocate(12 * kMiB);
+    pool_.free(a);
+    void* b = pool_.allocate(1 * kMiB);
+    void* c = pool_.allocate(9 * kMiB);
+    pool_.free(b);
+    void* d = pool_.allocate(10 * kMiB);
+    pool_.free(c);
+    pool_.free(d);
+    const MemoryStats s = pool_.stats();
+    if (step == 0) {
+      EXPECT_GT(s.decommitted_bytes_total, 0u);  // the first step stays tight
+    }
+    if (step == 7) {
+      decommitted_after_eighth = s.decommitted_bytes_total;
+      committed_after_eighth = s.committed_bytes_total;
+    }
+    if (step > 7) {
+      EXPECT_EQ(s.decommitted_bytes_total, decommitted_after_eighth) << "step " << step;
+      EXPECT_EQ(s.committed_bytes_total, committed_after_eighth) << "step " << step;
+    }
+    EXPECT_LE(s.reserved_bytes, 32 * kMiB);  // never past every block of the step at once
+    EXPECT_THAT(pool_.check_invariants(), IsEmpty());
+  }
+}
+
 TEST_F(GranularPoolTest, OnlyWhatTheCommitNeedsIsGivenBack) {
   // A 20 MiB segment holds a and b; c has a 12 MiB segment of its own. With a and c freed, 28 MiB
   // are committed (the high-water mark), 20 of them in cached holes.
