@@ -50,10 +50,10 @@ struct Segment {
   std::size_t size = 0;
   Block* head = nullptr;            // the block at `base`; it stays first as blocks split and merge
   GranuleMap committed;             // per granule; empty when the segment is held whole
+  std::size_t committed_bytes = 0;  // what the segment counts as reserved
   // The granules given back to keep the reservation under its high-water mark (no budget) and not
   // committed since: committing one again means the mark was too tight (CachingAllocator::commit).
   GranuleMap given_back;
-  std::size_t committed_bytes = 0;  // what the segment counts as reserved
 };
 
 // Free sets are ordered by stream, then size, then address: best fit is a lower_bound, and among
