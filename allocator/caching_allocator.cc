@@ -316,8 +316,8 @@ bool CachingAllocator::commit_granules(Block* block) {
   return true;
 }
 
-std::size_t CachingAllocator::decommit_range(Segment& segment, std::size_t first,
-                                             std::size_t last, bool under_mark) {
+std::size_t CachingAllocator::decommit_range(Segment& segment, std::size_t first, std::size_t last,
+                                             bool under_mark) {
   std::size_t released = 0;
   // Runs of committed granules, each given back in one call.
   std::size_t g = segment.committed.run_end(first, last, false);

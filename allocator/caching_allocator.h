@@ -187,9 +187,9 @@ class CachingAllocator {
   std::vector<ActiveIndex::bucket_type> buckets_;
   ActiveIndex active_;
   const std::size_t granularity_;  // the backend's; 0: segments held whole
+  SegmentMap segments_;            // by base address; nodes stay put
   // The most bytes ever reserved, raised by what was given back under it and wanted again.
   std::size_t high_water_ = 0;
-  SegmentMap segments_;            // by base address; nodes stay put
   std::deque<PendingEvent> pending_;
 
   std::deque<Block> block_storage_;  // owns every Block; addresses stay stable
