@@ -12,8 +12,9 @@
 // Over a backend that commits memory granule by granule (Backend::granularity()), reserved bytes
 // are committed bytes: a block's granules are committed when it is handed out and stay committed
 // while it is cached; the granules lying wholly inside free blocks are given back before the
-// reservation would rise above its high-water mark, and under budget pressure. Shapes that change
-// from batch to batch then leave holes that cost address space, not memory.
+// reservation would rise above its high-water mark (which rises by a quarter of what is given back
+// so and wanted again: commit_limit()), and under budget pressure. Shapes that change from batch to
+// batch then leave holes that cost address space, not memory.
 //
 // A block used on streams besides its own (record_stream) is reused only after events recorded on
 // those streams at free time have completed.
