@@ -189,7 +189,8 @@ class CachingAllocator {
   ActiveIndex active_;
   const std::size_t granularity_;  // the backend's; 0: segments held whole
   SegmentMap segments_;            // by base address; nodes stay put
-  // The most bytes ever reserved, raised by what was given back under it and wanted again.
+  // The most bytes ever reserved, raised by a quarter of what was given back under it and wanted
+  // again (commit_limit).
   std::size_t high_water_ = 0;
   std::deque<PendingEvent> pending_;
 
