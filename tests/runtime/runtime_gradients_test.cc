@@ -319,18 +319,8 @@ void expect_mixed_precision_follows_autocast(const torch::Device& device) {
       // so the two plain steps can differ in their last bits: on an H200 with LibTorch 2.11, the
       // transformer's outside-backward gradients were 2.6e-4 to 2.9e-4 from the inside-backward
       // plain step's, also at shapes where nothing was checkpointed.
-      std::vector<torch::Tensor> expected_outside;
-      {
-        reference->zero_grad();
-        torch::manual_seed(seed);
-        torch::Tensor value;
-        {
-          const kernels::AutocastScope on(mixed);
-          value = w->loss(reference->forward(b.input), b);
-        }
-        value.backward();
-        for (const auto& p : reference->parameters()) expected_outside.push_back(p.grad().clone());
-      }
+      const std::vector<torch::Tensor> expected_outside =
+          plain_gradients(reference, *w, b, seed, &mixed);
       pool.set_budget_bytes(static_cast<std::size_t>(o.budget_bytes));
       model->zero_grad();
       torch::manual_seed(seed);

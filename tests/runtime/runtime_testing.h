@@ -9,9 +9,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "kernels/autocast.h"
 #include "monet/allocator.h"
 #include "monet/runtime.h"
 #include "workloads/workloads.h"
@@ -55,13 +57,20 @@ inline std::unique_ptr<workloads::Workload> small_resnet(int blocks_per_stage = 
 }
 
 // The gradients of every parameter after one plain forward and backward (no monet), starting from
-// torch::manual_seed(seed).
-inline std::vector<torch::Tensor> plain_gradients(torch::nn::Sequential& model,
-                                                  const workloads::Workload& w,
-                                                  const workloads::Batch& b, std::uint64_t seed) {
+// torch::manual_seed(seed). With `forward_autocast`, the forward and the loss run under that
+// autocast and the backward after it (AMP's usual loop); without, all under the caller's.
+inline std::vector<torch::Tensor> plain_gradients(
+    torch::nn::Sequential& model, const workloads::Workload& w, const workloads::Batch& b,
+    std::uint64_t seed, const kernels::AutocastState* forward_autocast = nullptr) {
   model->zero_grad();
   torch::manual_seed(seed);
-  w.loss(model->forward(b.input), b).backward();
+  torch::Tensor value;
+  {
+    std::optional<kernels::AutocastScope> scope;
+    if (forward_autocast != nullptr) scope.emplace(*forward_autocast);
+    value = w.loss(model->forward(b.input), b);
+  }
+  value.backward();
   std::vector<torch::Tensor> grads;
   for (const auto& p : model->parameters()) grads.push_back(p.grad().clone());
   return grads;
