@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """What nested recomputation would save over monet's one level of checkpointing, on one chain.
 
 monet's plans checkpoint in one level: a segment keeps its input and, in backward, recomputes its
@@ -22,6 +22,8 @@ usage: nested_checkpoint_bound.py CHAIN.json BUDGET_MIB [BUDGET_MIB ...] [--unit
 CHAIN.json is monet-plan's chain format (docs/planner.md); its fixed_bytes count in the budget.
 STATE.json is a predictor's saved state (docs/predictor.md): the chain is what it measured at
 the profiled shape DIMS (64x256x256), with MIB of memory held outside the stages.
+It needs numpy: Debian's python3-numpy, which scripts/install-deps.sh installs with python3-torch
+(hence /usr/bin/python3, not whichever python3 comes first on PATH).
 """
 import argparse
 import json
