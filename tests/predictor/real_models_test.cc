@@ -386,6 +386,8 @@ class Campaign {
     }
     return out;
   }
+  // Every timed visit to `s`, counted or not.
+  const std::vector<Visit>& visits(const Shape& s) const { return records_.at(s).visits; }
   int counted_visits(const Shape& s, const Schedule& schedule) const {
     int n = 0;
     for (const Visit& v : records_.at(s).visits) n += counts(v, schedule);
@@ -480,7 +482,9 @@ struct Errors {
 
 // Appends every shape's measured costs to `path`, one JSON object a line ({"model", "shape",
 // "stages": [[out, saved, fwd_peak, bwd_peak, fwd_time, bwd_time], ...], "visits": [[[fwd_time,
-// bwd_time] per stage] per counted visit]}), for studying laws offline on the data of one run.
+// bwd_time] per stage] per counted visit], "timed": [[gauge_before, gauge_after, [[fwd_time,
+// bwd_time] per stage]] per timed visit, counted or not], "usual_gauge"}), for studying laws and
+// ways of measuring offline on the data of one run.
 void dump(const Experiment& e, const Campaign& campaign, const Schedule& schedule,
           const char* path) {
   std::FILE* f = std::fopen(path, "a");
@@ -505,7 +509,19 @@ void dump(const Experiment& e, const Campaign& campaign, const Schedule& schedul
       }
       line += "]";
     }
-    std::fprintf(f, "%s]}\n", line.c_str());
+    line += "], \"timed\": [";
+    const std::vector<Visit>& timed = campaign.visits(s);
+    for (std::size_t v = 0; v < timed.size(); ++v) {
+      line += fmt::format("{}[{:.9g}, {:.9g}, [", v ? ", " : "", timed[v].gauge_before,
+                          timed[v].gauge_after);
+      for (std::size_t i = 0; i < timed[v].costs.size(); ++i) {
+        line += fmt::format("{}[{:.9g}, {:.9g}]", i ? ", " : "", timed[v].costs[i].fwd_time,
+                            timed[v].costs[i].bwd_time);
+      }
+      line += "]]";
+    }
+    line += fmt::format("], \"usual_gauge\": {:.9g}", campaign.usual_gauge());
+    std::fprintf(f, "%s}\n", line.c_str());
   }
   std::fclose(f);
 }
