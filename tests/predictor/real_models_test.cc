@@ -489,6 +489,15 @@ void dump(const Experiment& e, const Campaign& campaign, const Schedule& schedul
           const char* path) {
   std::FILE* f = std::fopen(path, "a");
   if (!f) return;
+  // [[fwd_time, bwd_time] per stage] of one visit
+  auto times = [](const std::vector<VariantCosts>& stages) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+      out +=
+          fmt::format("{}[{:.9g}, {:.9g}]", i ? ", " : "", stages[i].fwd_time, stages[i].bwd_time);
+    }
+    return out + "]";
+  };
   for (const Shape& s : e.candidates) {
     std::string line = fmt::format("{{\"model\": \"{}\", \"shape\": [", e.name);
     for (std::size_t d = 0; d < s.size(); ++d) line += fmt::format("{}{}", d ? ", " : "", s[d]);
@@ -501,24 +510,12 @@ void dump(const Experiment& e, const Campaign& campaign, const Schedule& schedul
     }
     line += "], \"visits\": [";
     const std::vector<std::vector<VariantCosts>> visits = campaign.counted(s, schedule);
-    for (std::size_t v = 0; v < visits.size(); ++v) {
-      line += v ? ", [" : "[";
-      for (std::size_t i = 0; i < visits[v].size(); ++i) {
-        line += fmt::format("{}[{:.9g}, {:.9g}]", i ? ", " : "", visits[v][i].fwd_time,
-                            visits[v][i].bwd_time);
-      }
-      line += "]";
-    }
+    for (std::size_t v = 0; v < visits.size(); ++v) line += (v ? ", " : "") + times(visits[v]);
     line += "], \"timed\": [";
     const std::vector<Visit>& timed = campaign.visits(s);
     for (std::size_t v = 0; v < timed.size(); ++v) {
-      line += fmt::format("{}[{:.9g}, {:.9g}, [", v ? ", " : "", timed[v].gauge_before,
-                          timed[v].gauge_after);
-      for (std::size_t i = 0; i < timed[v].costs.size(); ++i) {
-        line += fmt::format("{}[{:.9g}, {:.9g}]", i ? ", " : "", timed[v].costs[i].fwd_time,
-                            timed[v].costs[i].bwd_time);
-      }
-      line += "]]";
+      line += fmt::format("{}[{:.9g}, {:.9g}, {}]", v ? ", " : "", timed[v].gauge_before,
+                          timed[v].gauge_after, times(timed[v].costs));
     }
     line += fmt::format("], \"usual_gauge\": {:.9g}", campaign.usual_gauge());
     std::fprintf(f, "%s}\n", line.c_str());
