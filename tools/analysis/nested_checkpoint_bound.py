@@ -73,11 +73,13 @@ def solve(chain, budget_mib, unit_mib, nested):
         return need, sum(fwd[s : t + 1]) + sum(bwd[s : t + 1])
 
     table = {}
+    kept_only = {}  # (s, t): the time of running s..t all kept, by room; computed once
     for length in range(1, n + 1):
         for s in range(1, n - length + 2):
             t = s + length - 1
             need, time = all_kept(s, t)
-            best = np.where(m >= need, time, math.inf)
+            kept_only[s, t] = np.where(m >= need, time, math.inf)
+            best = kept_only[s, t]
             if s < t:
                 kept = out[s] + saved[s]
                 need_s = max(out[t] + kept + fwd_peak[s], kept + out[s] + out[s - 1] + bwd_peak[s])
@@ -88,11 +90,7 @@ def solve(chain, budget_mib, unit_mib, nested):
                     j = k - 1
                     ahead += fwd[j]
                     fwd_need = max(fwd_need, out[t] + (out[j - 1] if j > s else 0) + out[j] + fwd_peak[j])
-                    if nested:
-                        again = table[s, j]
-                    else:
-                        need_j, time_j = all_kept(s, j)
-                        again = np.where(m >= need_j, time_j, math.inf)
+                    again = table[s, j] if nested else kept_only[s, j]
                     cand = ahead + shifted(table[k, t], out[j]) + again
                     best = np.minimum(best, np.where(m >= fwd_need, cand, math.inf))
             table[s, t] = best
