@@ -40,19 +40,18 @@ CachingAllocator::~CachingAllocator() {
 
 void* CachingAllocator::allocate(std::size_t bytes, Stream stream) {
   if (bytes == 0) return nullptr;
-  if (bytes > size_rules::kMaxRequest) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    throw_out_of_memory(bytes);
-  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  device_refused_ = false;
+  if (bytes > size_rules::kMaxRequest) throw_out_of_memory(bytes);
   const std::size_t size = size_rules::block_size(bytes);
   const bool small = size_rules::is_small(size);
 
-  std::lock_guard<std::mutex> lock(mutex_);
   if (!pending_.empty()) process_events(/*wait=*/false);
+  // Whether a new segment was taken for the request: without one it is a cache hit, also where
+  // the block was freed by an event reserve_segment waited for.
+  const std::uint64_t reserves = stats_.segment_reserves;
   Block* block = take_free(small, stream, size);
-  if (block != nullptr) {
-    ++stats_.cache_hits;
-  } else {
+  if (block == nullptr) {
     block = reserve_segment(small, stream, size);
     if (block == nullptr) throw_out_of_memory(bytes);
   }
@@ -62,6 +61,7 @@ void* CachingAllocator::allocate(std::size_t bytes, Stream stream) {
     make_free(block);
     throw_out_of_memory(bytes);
   }
+  if (stats_.segment_reserves == reserves) ++stats_.cache_hits;
   block->requested = bytes;
   if (active_.size() >= buckets_.size()) grow_index();
   active_.insert(*block);
@@ -208,11 +208,15 @@ Block* CachingAllocator::try_reserve(bool small, Stream stream, std::size_t byte
   // space until its blocks are handed out.
   if (granularity_ == 0 && options_.budget_bytes != 0 &&
       stats_.reserved_bytes + bytes > options_.budget_bytes) {
+    device_refused_ = false;
     return nullptr;
   }
   if (granularity_ != 0) bytes = size_rules::round_up(bytes, granularity_);
   void* memory = backend_.reserve(bytes);
-  if (memory == nullptr) return nullptr;
+  if (memory == nullptr) {
+    device_refused_ = true;
+    return nullptr;
+  }
   Block* block = new_block();
   block->address = static_cast<char*>(memory);
   block->size = bytes;
@@ -276,6 +280,7 @@ bool CachingAllocator::commit(Block* block) {
   }
   if (options_.budget_bytes != 0 && stats_.reserved_bytes + needed > options_.budget_bytes) {
     hold.end();
+    device_refused_ = false;
     return false;
   }
   const bool committed = commit_granules(block);
@@ -298,7 +303,10 @@ bool CachingAllocator::commit_granules(Block* block) {
   while (g <= last) {
     const std::size_t end = segment.committed.run_end(g, last + 1, false);
     const std::size_t bytes = (end - g) * granularity_;
-    if (!backend_.commit(segment.base + g * granularity_, bytes)) return false;
+    if (!backend_.commit(segment.base + g * granularity_, bytes)) {
+      device_refused_ = true;
+      return false;
+    }
     segment.committed.set(g, end, true);
     // Given back under the mark and wanted again: the mark rises by a quarter as much
     // (commit_limit).
@@ -502,13 +510,27 @@ void CachingAllocator::throw_out_of_memory(std::size_t requested) {
           ? fmt::format("of a {} budget (MONET_BUDGET)", format_bytes(options_.budget_bytes))
           : fmt::format("with no budget set, on a device of {}",
                         format_bytes(backend_.total_bytes()));
-  // Under a budget with room for the request, what refused it is how the free memory lies: in
-  // holes of segments partly in use, which cannot be given back to make a new one.
-  std::string pieces;
-  if (options_.budget_bytes != 0 && requested <= size_rules::kMaxRequest &&
-      stats_.allocated_bytes + size_rules::block_size(requested) <= options_.budget_bytes) {
+  std::string why;
+  std::string advice = "Raise MONET_BUDGET or make the batch smaller.";
+  if (device_refused_) {
+    // The device itself had no room, even after monet gave back its cache: memory held outside
+    // monet, or a budget above what the device has. A larger budget cannot help.
+    why = options_.budget_bytes != 0
+              ? fmt::format(
+                    "; the budget has room for it, but the device ({} in all) does not, "
+                    "even with monet's cache given back",
+                    format_bytes(backend_.total_bytes()))
+              : "; the device has no room for it, even with monet's cache given back";
+    advice = options_.budget_bytes != 0
+                 ? "Free the device memory that other programs hold, or lower MONET_BUDGET to "
+                   "what the device has free."
+                 : "Free the device memory that other programs hold, or make the batch smaller.";
+  } else if (options_.budget_bytes != 0 && requested <= size_rules::kMaxRequest &&
+             stats_.allocated_bytes + size_rules::block_size(requested) <= options_.budget_bytes) {
+    // Under a budget with room for the request, what refused it is how the free memory lies: in
+    // holes of segments partly in use, which cannot be given back to make a new one.
     ++stats_.out_of_memory_in_pieces;
-    pieces = fmt::format(
+    why = fmt::format(
         "; the budget has room for it, but its free memory is in pieces{}",
         granularity_ == 0
             ? " of segments held whole (MONET_CUDA_SEGMENTS=expandable maps memory by granule, "
@@ -517,18 +539,38 @@ void CachingAllocator::throw_out_of_memory(std::size_t requested) {
   }
   throw OutOfMemoryError(
       fmt::format("monet: out of memory on {}: tried to allocate {}; {} allocated, {} reserved {}, "
-                  "largest free block {}{}. Raise MONET_BUDGET or make the batch smaller.",
+                  "largest free block {}{}. {}",
                   device_, format_bytes(requested), format_bytes(stats_.allocated_bytes),
-                  format_bytes(stats_.reserved_bytes), budget, format_bytes(largest), pieces),
+                  format_bytes(stats_.reserved_bytes), budget, format_bytes(largest), why, advice),
       requested, stats_.allocated_bytes, stats_.reserved_bytes, options_.budget_bytes, largest);
 }
 
 std::size_t CachingAllocator::largest_free() const {
   std::size_t largest = 0;
   for (const FreeSet* pool : {&small_free_, &large_free_}) {
-    for (const Block& b : *pool) largest = std::max(largest, b.size);
+    for (const Block& b : *pool) {
+      if (b.size > largest) largest = std::max(largest, committed_run(b));
+    }
   }
   return largest;
+}
+
+std::size_t CachingAllocator::committed_run(const Block& block) const {
+  if (wholly_committed(block)) return block.size;
+  const Segment& segment = *block.segment;
+  const auto begin = static_cast<std::size_t>(block.address - segment.base);
+  const std::size_t end = begin + block.size;
+  const std::size_t last = (end - 1) / granularity_ + 1;
+  std::size_t longest = 0;
+  for (std::size_t g = begin / granularity_; g < last;) {
+    g = segment.committed.run_end(g, last, false);  // the next committed granule
+    if (g == last) break;
+    const std::size_t run_end = segment.committed.run_end(g, last, true);
+    longest = std::max(longest,
+                       std::min(end, run_end * granularity_) - std::max(begin, g * granularity_));
+    g = run_end;
+  }
+  return longest;
 }
 
 MemoryStats CachingAllocator::stats() {
@@ -600,44 +642,48 @@ std::vector<std::string> CachingAllocator::check_invariants() {
   for (const auto& [base, segment] : segments_) {
     const Block* head = segment.head;
     if (head->address != base || head->prev != nullptr || segment.base != base) {
-      report(fmt::format("segment {} does not start with its first block", base));
+      report(fmt::format("segment {} does not start with its first block", fmt::ptr(base)));
     }
     if (granularity_ != 0) {
       const std::size_t committed = segment.committed.count();
       if (committed * granularity_ != segment.committed_bytes) {
-        report(fmt::format("segment {} counts {} committed bytes but {} granules are", base,
-                           segment.committed_bytes, committed));
+        report(fmt::format("segment {} counts {} committed bytes but {} granules are",
+                           fmt::ptr(base), segment.committed_bytes, committed));
       }
     } else if (segment.committed_bytes != segment.size) {
-      report(fmt::format("segment {} held whole counts {} of {} bytes", base,
+      report(fmt::format("segment {} held whole counts {} of {} bytes", fmt::ptr(base),
                          segment.committed_bytes, segment.size));
     }
     reserved += segment.committed_bytes;
     const char* expected = base;
     for (const Block* b = head; b != nullptr; b = b->next) {
       if (b->address != expected) {
-        report(fmt::format("block {} should start at {} (gap or overlap)", b->address, expected));
+        report(fmt::format("block {} should start at {} (gap or overlap)", fmt::ptr(b->address),
+                           fmt::ptr(expected)));
       }
-      if (b->segment != &segment) report(fmt::format("block {} names another segment", b->address));
+      if (b->segment != &segment)
+        report(fmt::format("block {} names another segment", fmt::ptr(b->address)));
       if (b->next != nullptr && b->next->prev != b) {
-        report(fmt::format("block {}: next->prev does not point back", b->address));
+        report(fmt::format("block {}: next->prev does not point back", fmt::ptr(b->address)));
       }
       if (reinterpret_cast<std::uintptr_t>(b->address) % size_rules::kMinBlock != 0 ||
           b->size % size_rules::kMinBlock != 0 || b->size == 0) {
-        report(fmt::format("block {} of {} bytes is not 512-byte aligned", b->address, b->size));
+        report(fmt::format("block {} of {} bytes is not 512-byte aligned", fmt::ptr(b->address),
+                           b->size));
       }
       if (b->small != head->small || b->stream != head->stream) {
-        report(fmt::format("block {} differs from its segment in pool or stream", b->address));
+        report(fmt::format("block {} differs from its segment in pool or stream",
+                           fmt::ptr(b->address)));
       }
       switch (b->state) {
         case BlockState::kFree:
           ++free_count;
           if (!b->free_hook.is_linked()) {
-            report(fmt::format("free block {} not in a free set", b->address));
+            report(fmt::format("free block {} not in a free set", fmt::ptr(b->address)));
           }
           if (b->next != nullptr && b->next->state == BlockState::kFree) {
-            report(fmt::format("free blocks {} and {} are neighbours, unmerged", b->address,
-                               b->next->address));
+            report(fmt::format("free blocks {} and {} are neighbours, unmerged",
+                               fmt::ptr(b->address), fmt::ptr(b->next->address)));
           }
           break;
         case BlockState::kAllocated: {
@@ -645,29 +691,30 @@ std::vector<std::string> CachingAllocator::check_invariants() {
           allocated += b->size;
           requested += b->requested;
           if (b->requested > b->size) {
-            report(fmt::format("block {} is smaller than asked", b->address));
+            report(fmt::format("block {} is smaller than asked", fmt::ptr(b->address)));
           }
           if (!b->active_hook.is_linked()) {
-            report(fmt::format("allocated block {} not indexed", b->address));
+            report(fmt::format("allocated block {} not indexed", fmt::ptr(b->address)));
           }
           if (granularity_ != 0) {
             if (uncommitted_bytes(*b, b->size) != 0) {
-              report(fmt::format("allocated block {} lies on an uncommitted granule", b->address));
+              report(fmt::format("allocated block {} lies on an uncommitted granule",
+                                 fmt::ptr(b->address)));
             }
           }
           break;
         }
         case BlockState::kPending:
           if (b->pending_events <= 0) {
-            report(fmt::format("pending block {} has no events", b->address));
+            report(fmt::format("pending block {} has no events", fmt::ptr(b->address)));
           }
           break;
       }
       expected = b->address + b->size;
     }
     if (expected != base + segment.size) {
-      report(fmt::format("blocks of segment {} cover {} of its {} bytes", base, expected - base,
-                         segment.size));
+      report(fmt::format("blocks of segment {} cover {} of its {} bytes", fmt::ptr(base),
+                         expected - base, segment.size));
     }
   }
   if (free_count != small_free_.size() + large_free_.size()) {

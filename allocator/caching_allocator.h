@@ -173,7 +173,11 @@ class CachingAllocator {
   // Whether no block of `segment` is in use or pending: its head spans it and is free.
   static bool wholly_free(const Segment& segment);
   [[noreturn]] void throw_out_of_memory(std::size_t requested);
+  // The most contiguous bytes a cached free block holds with memory behind them: a request up to
+  // that size needs nothing new from the device. Address space alone does not count.
   std::size_t largest_free() const;
+  // The longest run of committed bytes inside `block`; its size where segments are held whole.
+  std::size_t committed_run(const Block& block) const;
   Block* new_block();
   void recycle(Block* block);
   void grow_index();
@@ -193,6 +197,9 @@ class CachingAllocator {
   // again (commit_limit).
   std::size_t high_water_ = 0;
   std::deque<PendingEvent> pending_;
+  // Whether the last refusal while serving the request in progress was the device's (reserve or
+  // commit found no room), not the budget's: the out-of-memory message says which, and what to do.
+  bool device_refused_ = false;
 
   std::deque<Block> block_storage_;  // owns every Block; addresses stay stable
   std::vector<Block*> spare_blocks_;

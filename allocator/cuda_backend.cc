@@ -7,30 +7,6 @@
 #include <stdexcept>
 
 namespace monet {
-namespace {
-
-// Makes `device` current for a scope and restores the caller's device after.
-class DeviceScope {
- public:
-  DeviceScope(const CudaApi& api, int device) : api_(api) {
-    if (api_.get_device(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) api_.set_device(device);
-  }
-  ~DeviceScope() {
-    int now = -1;
-    if (previous_ >= 0 && api_.get_device(&now) == cudaSuccess && now != previous_) {
-      api_.set_device(previous_);
-    }
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  const CudaApi& api_;
-  int previous_ = -1;
-};
-
-}  // namespace
 
 bool CudaApi::complete() const {
 #define MONET_PRESENT(member, function) &&member != nullptr

@@ -70,6 +70,9 @@ void lock_before_fork() {
 void unlock_after_fork(bool in_child) {
   State& s = state();
   if (s.trace) s.trace->unlock_after_fork(in_child);
+  // A child forked before the trace was opened does not open one either: its pools are copies of
+  // the parent's, and the trace is the parent's to write.
+  if (in_child) s.trace_opened = true;
   for (auto p = s.pools.rbegin(); p != s.pools.rend(); ++p) p->allocator->unlock_after_fork();
   s.mutex.unlock();
 }
@@ -77,10 +80,20 @@ void unlock_after_fork(bool in_child) {
 void unlock_in_parent() { unlock_after_fork(/*in_child=*/false); }
 void unlock_in_child() { unlock_after_fork(/*in_child=*/true); }
 
+// Opened with the first pool, not at start: a process that never allocates through monet (a shell
+// or a tool the job runs with MONET_TRACE in its environment) leaves the trace alone.
 TraceWriter* trace_writer(State& s) {
   if (!s.trace_opened) {
     s.trace_opened = true;
-    if (auto path = env_value("MONET_TRACE")) s.trace = std::make_unique<TraceWriter>(*path);
+    if (auto path = env_value("MONET_TRACE")) {
+      try {
+        s.trace = std::make_unique<TraceWriter>(*path);
+      } catch (const ConfigError& e) {
+        // Checked at start, so a file this process could not make after all (another process's
+        // trace beside it, in a folder it cannot write): its pools serve without a trace.
+        log(LogLevel::kWarn, "{} This process records no trace.", e.what());
+      }
+    }
   }
   return s.trace.get();
 }
@@ -175,6 +188,11 @@ CachingAllocator& cuda(int device) {
 #endif
 }
 
+CachingAllocator* cuda_if_made(int device) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  return state().cuda[device].load(std::memory_order_acquire);
+}
+
 std::vector<CachingAllocator*> all() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -193,9 +211,7 @@ void validate_environment() {
       stats && *stats != "0" && *stats != "1" && *stats != "auto") {
     throw ConfigError(fmt::format("MONET_STATS='{}' is not 1, 0 or auto.", *stats));
   }
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  trace_writer(s);
+  if (auto path = env_value("MONET_TRACE")) check_trace_path(*path);
 }
 
 void print_stats() {

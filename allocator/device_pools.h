@@ -6,7 +6,8 @@
 // With CUDA in use, MONET_CPU_BUDGET caps the CPU pool.
 //
 // fork() is safe: the pools' locks are held across it and let go in both processes, and a child
-// keeps a copy of every pool as it was, but records no trace.
+// keeps a copy of every pool as it was, but records no trace. The trace (MONET_TRACE) is opened
+// with the first pool; a process started while another one writes it writes its own (TraceWriter).
 #pragma once
 
 #include <vector>
@@ -30,6 +31,10 @@ int cuda_devices();
 CachingAllocator& cpu();
 // `device` in [0, cuda_devices()); throws std::out_of_range otherwise.
 CachingAllocator& cuda(int device);
+
+// The pool of CUDA device `device` where one was made, else nullptr: never makes one (a pool makes
+// a CUDA context on its device, hundreds of MiB outside any budget).
+CachingAllocator* cuda_if_made(int device);
 
 // Every pool made so far, CPU first.
 std::vector<CachingAllocator*> all();

@@ -17,11 +17,13 @@ namespace monet {
 namespace {
 
 #ifdef MONET_TORCH_HAS_CUDA
+// Only the pools made so far can own `ptr`: making one to ask would make a CUDA context on its
+// device, outside any budget.
 void record_stream_anywhere(void* ptr, cudaStream_t stream) {
   for (int d = 0; d < pools::cuda_devices(); ++d) {
-    CachingAllocator& pool = pools::cuda(d);
-    if (pool.owns(ptr)) {
-      pool.record_stream(ptr, reinterpret_cast<Stream>(stream));
+    CachingAllocator* pool = pools::cuda_if_made(d);
+    if (pool != nullptr && pool->owns(ptr)) {
+      pool->record_stream(ptr, reinterpret_cast<Stream>(stream));
       return;
     }
   }

@@ -1,6 +1,10 @@
 #include "allocator/trace.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
@@ -10,6 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/log.h"
 #include "monet/errors.h"
 
 namespace monet {
@@ -30,37 +35,97 @@ bool parse_unsigned(const std::string& text, int base, std::uint64_t* value) {
   *value = std::strtoull(text.c_str() + start, nullptr, base);
   return errno == 0;
 }
+
+ConfigError unwritable(const std::string& path, int error) {
+  return ConfigError(
+      fmt::format("MONET_TRACE='{}' cannot be written ({}). Name a file in a folder that exists "
+                  "and that you can write to.",
+                  path, std::strerror(error)));
+}
 }  // namespace
 
-TraceWriter::TraceWriter(const std::string& path) : start_(std::chrono::steady_clock::now()) {
-  file_ = std::fopen(path.c_str(), "w");
+void check_trace_path(const std::string& path) {
+  if (::access(path.c_str(), F_OK) == 0) {
+    if (::access(path.c_str(), W_OK) != 0) throw unwritable(path, errno);
+    return;
+  }
+  const auto slash = path.rfind('/');
+  const std::string folder = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : path.substr(0, slash);
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) throw unwritable(path, errno);
+}
+
+TraceWriter::TraceWriter(const std::string& path)
+    : path_(path), start_(std::chrono::steady_clock::now()) {
+  // Opened without truncating: the file may be another process's trace, which only the lock tells.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) throw unwritable(path, errno);
+  struct stat st {};
+  // Devices and pipes (/dev/stderr) are written as they are: there is nothing to truncate.
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    // Held until this process closes the file (a forked child's copy included); a file system
+    // without locks leaves every process the owner, as before.
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      ::close(fd);
+      path_ = fmt::format("{}.{}", path, ::getpid());
+      fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+      if (fd < 0) throw unwritable(path_, errno);
+      log(LogLevel::kInfo, "MONET_TRACE: another process writes {}; this one writes {}", path,
+          path_);
+    } else if (::ftruncate(fd, 0) != 0) {
+      const int error = errno;
+      ::close(fd);
+      throw unwritable(path, error);
+    }
+  }
+  file_ = ::fdopen(fd, "w");
   if (file_ == nullptr) {
-    throw ConfigError(
-        fmt::format("MONET_TRACE='{}' cannot be written ({}). Name a file in a "
-                    "folder that exists and that you can write to.",
-                    path, std::strerror(errno)));
+    const int error = errno;
+    ::close(fd);
+    throw unwritable(path_, error);
   }
   std::fprintf(file_, "%s\n", kHeader);
 }
 
 TraceWriter::~TraceWriter() {
-  if (file_ != nullptr) std::fclose(file_);
+  if (file_ != nullptr && std::fclose(file_) != 0) {
+    file_ = nullptr;
+    fail(std::strerror(errno));
+  }
 }
 
 void TraceWriter::record(TraceEvent::Op op, const std::string& device, std::uintptr_t stream,
-                         std::size_t bytes, const void* address) {
+                         std::size_t bytes, const void* address) noexcept {
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start_)
                       .count();
   std::lock_guard<std::mutex> lock(mutex_);
   if (file_ == nullptr) return;
-  fmt::print(file_, "{} {} {} {} {} {}\n", static_cast<char>(op), ns, device, stream, bytes,
-             address);
+  try {
+    fmt::print(file_, "{} {} {} {} {} {}\n", static_cast<char>(op), ns, device, stream, bytes,
+               address);
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
 }
 
-void TraceWriter::flush() {
+void TraceWriter::flush() noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (file_ != nullptr) std::fflush(file_);
+  if (file_ != nullptr && std::fflush(file_) != 0) fail(std::strerror(errno));
+}
+
+void TraceWriter::fail(const char* why) noexcept {
+  if (file_ != nullptr) {
+    std::fclose(file_);  // what is still buffered cannot be written either
+    file_ = nullptr;
+  }
+  try {
+    log(LogLevel::kWarn, "MONET_TRACE: writing {} failed ({}); the trace ends here, incomplete",
+        path_, why);
+  } catch (...) {
+    // The warning could not be formatted (no memory): the trace still ends, and quietly.
+  }
 }
 
 void TraceWriter::lock_for_fork() {

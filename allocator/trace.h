@@ -34,15 +34,23 @@ struct TraceEvent {
 // Appends events to a file; shared by every pool in the process. Thread-safe.
 class TraceWriter {
  public:
-  // Opens (truncates) `path`. Throws ConfigError naming MONET_TRACE when it cannot.
+  // Opens `path` and empties it, unless it is a regular file that another TraceWriter holds open
+  // (in any process: a program the traced job starts inherits MONET_TRACE): then `path` is left
+  // as it is and this writer writes `path.<pid>`. Throws ConfigError naming MONET_TRACE when it
+  // cannot open the file it chose.
   explicit TraceWriter(const std::string& path);
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
+  // The file this writer writes.
+  const std::string& path() const { return path_; }
+
+  // Never throws, so that an allocation or a free never fails for its trace: a write or flush
+  // that fails (a full disk) is said once in monet's log and ends the trace, and the pools go on.
   void record(TraceEvent::Op op, const std::string& device, std::uintptr_t stream,
-              std::size_t bytes, const void* address);
-  void flush();
+              std::size_t bytes, const void* address) noexcept;
+  void flush() noexcept;
 
   // Around fork() (pools:: registers them with pthread_atfork): the events so far are flushed and
   // the writer held across it, then let go. The child records nothing from then on: the trace is
@@ -51,10 +59,19 @@ class TraceWriter {
   void unlock_after_fork(bool in_child);
 
  private:
+  // Closes the file after a failed write: said once in monet's log, nothing recorded after it.
+  void fail(const char* why) noexcept;
+
   std::mutex mutex_;
+  std::string path_;
   std::FILE* file_ = nullptr;
   std::chrono::steady_clock::time_point start_;
 };
+
+// Throws ConfigError naming MONET_TRACE where `path` could not be written: a file that is there
+// and not writable, or a folder that is missing or not writable. Opens nothing, so that checking
+// the environment at start leaves a trace another process is writing as it is.
+void check_trace_path(const std::string& path);
 
 // Reads a whole trace. Throws std::runtime_error naming the line for anything malformed.
 std::vector<TraceEvent> read_trace(std::istream& in);

@@ -129,6 +129,17 @@ CachingAllocator* current_pool() {
   if (device < 0 || device >= pools::cuda_devices()) return nullptr;
   return &pools::cuda(device);
 }
+
+// The device whose pool handed out `ptr`, or -1 where no pool did. Every pool made so far is
+// asked, whichever device is current: CUDA frees memory with another device current, and so does
+// PyTorch when it empties its cache. No pool is made for asking.
+int owning_device(const void* ptr) {
+  for (int d = 0; d < pools::cuda_devices(); ++d) {
+    CachingAllocator* pool = pools::cuda_if_made(d);
+    if (pool != nullptr && pool->owns(ptr)) return d;
+  }
+  return -1;
+}
 #endif
 
 }  // namespace
@@ -181,12 +192,16 @@ __attribute__((visibility("default"))) cudaError_t cudaFree(void* ptr) {
   using namespace monet;
   // cudaFree(nullptr) is how programs create the CUDA context: pass it on.
   if (ptr == nullptr) return preload::real_cuda().free(ptr);
-  CachingAllocator* pool = preload::current_pool();
-  if (pool == nullptr || !pool->owns(ptr)) return preload::real_cuda().free(ptr);
+  const int device = preload::owning_device(ptr);
+  if (device < 0) return preload::real_cuda().free(ptr);
   // cudaFree waits for the device, and callers rely on it: kernels still using the block must
-  // finish before monet hands it out again.
-  const cudaError_t status = preload::real_cuda().device_synchronize();
-  pool->free(ptr);
+  // finish before monet hands it out again. The block's device, not the current one.
+  cudaError_t status = cudaSuccess;
+  {
+    DeviceScope scope(preload::real_cuda(), device);
+    status = preload::real_cuda().device_synchronize();
+  }
+  pools::cuda(device).free(ptr);
   return status;
 }
 

@@ -34,7 +34,8 @@ struct MemoryStats {
   std::uint64_t out_of_memory = 0;     // requests refused
   // Of those, the requests the budget had room for: the bytes in use plus the request were within
   // it, but no cached block held the request and no new segment fitted beside the cached ones
-  // that are partly in use (the free memory was in pieces). Counted only under a budget.
+  // that are partly in use (the free memory was in pieces). Counted only under a budget, and not
+  // where the device itself had no room.
   std::uint64_t out_of_memory_in_pieces = 0;
   // Where segments are committed by granule (MONET_CUDA_SEGMENTS=expandable, host pools): bytes
   // committed behind reserved address space and given back from free holes, in all. Each byte
@@ -47,9 +48,11 @@ struct MemoryStats {
   // is what giving memory back costs a training step there. 0 where segments are held whole.
   std::uint64_t decommits = 0;
 
-  std::size_t active_blocks = 0;       // blocks in use
-  std::size_t free_blocks = 0;         // cached free blocks
-  std::size_t largest_free_bytes = 0;  // the largest cached free block
+  std::size_t active_blocks = 0;  // blocks in use
+  std::size_t free_blocks = 0;    // cached free blocks
+  // The largest cached free block; where segments are committed by granule, its longest run with
+  // memory behind it (address space alone is not free memory).
+  std::size_t largest_free_bytes = 0;
 
   // 1 - peak allocated / peak reserved: the share of the peak reservation that never held live
   // data. 0 when nothing was reserved.

@@ -1,5 +1,6 @@
 #include "allocator/caching_allocator.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 namespace monet {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -175,6 +177,56 @@ TEST_F(PoolTest, StatsCountEverything) {
   pool_.reset_peaks();
   EXPECT_EQ(pool_.stats().peak_reserved_bytes, 0u);
   ExpectSound();
+}
+
+// A block that a pending event frees while the pool waits for room is served from the cache.
+TEST(PoolStats, ABlockFreedByAnEventTheBudgetWaitedForIsACacheHit) {
+  testing::ManualEventBackend backend(testing::whole_segments());
+  CachingAllocator pool(backend, CachingAllocator::Options{20 * kMiB, nullptr});
+  void* a = pool.allocate(18 * kMiB, 1);
+  pool.record_stream(a, 2);
+  pool.free(a);
+  void* b = pool.allocate(18 * kMiB, 1);
+  const MemoryStats s = pool.stats();
+  EXPECT_EQ(s.segment_reserves, 1u);
+  EXPECT_EQ(s.cache_hits, 1u);
+  pool.free(b);
+}
+
+// A request refused after a cached block was found for it is no hit: nothing was served.
+TEST(PoolStats, ARefusedRequestIsNoCacheHit) {
+  HostBackend backend;  // 2 MiB granules
+  CachingAllocator pool(backend, CachingAllocator::Options{8 * kMiB, nullptr});
+  void* a = pool.allocate(6 * kMiB);  // a 20 MiB segment, 6 MiB of it committed
+  // The segment's free 14 MiB hold the request, but committing 4 more MiB would pass the budget.
+  EXPECT_THROW(pool.allocate(4 * kMiB), OutOfMemoryError);
+  const MemoryStats s = pool.stats();
+  EXPECT_EQ(s.allocations, 1u);
+  EXPECT_EQ(s.cache_hits, 0u);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  pool.free(a);
+}
+
+// A pool whose backend broke its promise of 512-byte alignment: check_invariants names the
+// block by its address, without reading the memory there (here it cannot be read at all).
+TEST(PoolInvariants, AViolationNamesTheBlockByItsAddress) {
+  class MisalignedBackend : public HostBackend {
+   public:
+    MisalignedBackend() : HostBackend(testing::whole_segments(0, /*backed=*/false)) {}
+    void* reserve(std::size_t bytes) override {
+      void* p = HostBackend::reserve(bytes + 512);
+      return p == nullptr ? nullptr : static_cast<char*>(p) + 256;
+    }
+    void release(void* segment, std::size_t bytes) override {
+      HostBackend::release(static_cast<char*>(segment) - 256, bytes + 512);
+    }
+  };
+  MisalignedBackend backend;
+  CachingAllocator pool(backend, {});
+  void* a = pool.allocate(1000);
+  EXPECT_THAT(pool.check_invariants(),
+              Contains(fmt::format("block {} of 1024 bytes is not 512-byte aligned", a)));
+  pool.free(a);
 }
 
 TEST_F(PoolTest, ReleaseKeepsSegmentsInUse) {
@@ -364,6 +416,43 @@ TEST(PoolBudget, OutOfMemoryWithRoomInTheBudgetSaysTheFreeMemoryIsInPieces) {
   EXPECT_EQ(pool.stats().out_of_memory_in_pieces, 1u);
   EXPECT_THAT(pool.check_invariants(), IsEmpty());
   pool.free(a);
+}
+
+// A device with less room than the budget (memory held outside monet, or a budget above the
+// device): the message says the device refused, not the budget, and not how free memory lies.
+TEST(PoolBudget, OutOfMemoryWhereTheDeviceHasNoRoomSaysSo) {
+  for (const std::size_t granularity : {std::size_t{0}, 2 * kMiB}) {
+    SCOPED_TRACE(granularity);
+    HostBackend::Options device = testing::whole_segments(32 * kMiB, /*backed=*/false);
+    device.granularity = granularity;
+    HostBackend backend(device);
+    CachingAllocator pool(backend, CachingAllocator::Options{64 * kMiB, nullptr});
+    try {
+      pool.allocate(40 * kMiB);
+      FAIL() << "40 MiB on a device of 32";
+    } catch (const OutOfMemoryError& e) {
+      const std::string m = e.what();
+      EXPECT_THAT(m, HasSubstr("the budget has room for it, but the device (32.00 MiB in all) does "
+                               "not, even with monet's cache given back"));
+      EXPECT_THAT(m, HasSubstr("lower MONET_BUDGET to what the device has free"));
+      EXPECT_THAT(m, Not(HasSubstr("in pieces")));
+      EXPECT_THAT(m, Not(HasSubstr("Raise MONET_BUDGET")));
+      EXPECT_EQ(m.find('\n'), std::string::npos) << "one line";
+    }
+    EXPECT_EQ(pool.stats().out_of_memory, 1u);
+    EXPECT_EQ(pool.stats().out_of_memory_in_pieces, 0u);
+    EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  }
+  // Without a budget the device is all there is to refuse.
+  HostBackend backend(testing::whole_segments(32 * kMiB, /*backed=*/false));
+  CachingAllocator pool(backend, {});
+  try {
+    pool.allocate(40 * kMiB);
+    FAIL() << "40 MiB on a device of 32";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the device has no room for it"));
+    EXPECT_THAT(e.what(), Not(HasSubstr("MONET_BUDGET")));
+  }
 }
 
 TEST(PoolBudget, SimulatedDeviceCapacityIsHonoured) {
@@ -601,6 +690,29 @@ TEST(GranularPoolBudget, FarFromTheBudgetTheBestFitIsCommitted) {
   EXPECT_EQ(pool.stats().reserved_bytes, 32 * kMiB);
   EXPECT_THAT(pool.check_invariants(), IsEmpty());
   for (void* p : {a, b, d}) pool.free(p);
+}
+
+// Address space is not free memory: the largest free block counts only committed bytes.
+TEST(GranularPoolBudget, TheLargestFreeBlockCountsOnlyCommittedMemory) {
+  HostBackend backend(HostBackend::Options{0, /*backed=*/false});
+  CachingAllocator pool(backend, CachingAllocator::Options{8 * kMiB, nullptr});
+  try {
+    pool.allocate(10 * kMiB);  // a 20 MiB segment of address space, none of it committed
+    FAIL() << "10 MiB under a budget of 8";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("largest free block 0 B"));
+    EXPECT_EQ(e.largest_free_bytes, 0u);
+  }
+  EXPECT_EQ(pool.stats().largest_free_bytes, 0u);
+  void* a = pool.allocate(6 * kMiB);  // that segment's first 6 MiB, now committed
+  EXPECT_EQ(pool.stats().largest_free_bytes, 0u);
+  pool.free(a);  // a free block of 20 MiB, 6 of them committed
+  EXPECT_EQ(pool.stats().largest_free_bytes, 6 * kMiB);
+  void* b = pool.allocate(3 * kMiB);  // leaves 3 committed MiB free behind it
+  const MemoryStats s = pool.stats();
+  EXPECT_EQ(s.largest_free_bytes, 3 * kMiB);
+  EXPECT_EQ(s.reserved_bytes, 6 * kMiB);
+  pool.free(b);
 }
 
 TEST(GranularPoolBudget, UnderABudgetTheReservationRisesToItBeforeGivingBack) {

@@ -12,6 +12,7 @@
 
 #include "allocator/caching_allocator.h"
 #include "allocator/cuda_backend.h"
+#include "allocator/device_pools.h"
 #include "monet/errors.h"
 
 namespace monet {
@@ -30,6 +31,9 @@ struct FakeDevice {
   std::map<CUdeviceptr, CUmemGenericAllocationHandle> mapped;  // granule address -> handle
   int creates = 0, releases = 0, maps = 0, unmaps = 0, syncs = 0;
   std::vector<std::string> errors;  // what the backend asked that a driver would refuse
+  int devices = 1;
+  int current = 0;         // the current device
+  std::set<int> contexts;  // devices asked for their memory: each a context, on a GPU
 };
 FakeDevice fake;
 
@@ -43,17 +47,21 @@ cudaError_t fake_malloc(void** ptr, size_t bytes) {
 }
 cudaError_t fake_free(void*) { return cudaSuccess; }
 cudaError_t fake_mem_get_info(size_t* free, size_t* total) {
+  fake.contexts.insert(fake.current);
   *total = fake.capacity;
   *free = fake.capacity - fake.physical;
   return cudaSuccess;
 }
 cudaError_t fake_get_device(int* device) {
-  *device = 0;
+  *device = fake.current;
   return cudaSuccess;
 }
-cudaError_t fake_set_device(int) { return cudaSuccess; }
+cudaError_t fake_set_device(int device) {
+  fake.current = device;
+  return cudaSuccess;
+}
 cudaError_t fake_get_device_count(int* count) {
-  *count = 1;
+  *count = fake.devices;
   return cudaSuccess;
 }
 cudaError_t fake_event_create_with_flags(cudaEvent_t* event, unsigned int) {
@@ -292,6 +300,22 @@ TEST_F(FakeExpandableTest, WholeSegmentsAreCudaMallocs) {
   EXPECT_NE(a, nullptr);
   EXPECT_EQ(fake.creates, 0);
   pool.free(a);
+}
+
+// Which device's pool owns a pointer is asked of every device (the preload's cudaFree, PyTorch's
+// record_stream hook): asking makes no pool, which would make a CUDA context on its device,
+// outside any budget.
+TEST(FakePools, AskingForADevicesPoolMakesNone) {
+  fake = FakeDevice{};
+  fake.devices = 2;
+  static const CudaApi api = fake_api();
+  pools::set_cuda_api(&api);
+  ASSERT_EQ(pools::cuda_devices(), 2);
+  EXPECT_EQ(pools::cuda_if_made(1), nullptr);
+  CachingAllocator& pool = pools::cuda(0);
+  EXPECT_EQ(pools::cuda_if_made(0), &pool);
+  for (int device : {1, -1, 64}) EXPECT_EQ(pools::cuda_if_made(device), nullptr) << device;
+  EXPECT_THAT(fake.contexts, ::testing::ElementsAre(0));
 }
 
 }  // namespace

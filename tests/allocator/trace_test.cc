@@ -6,17 +6,37 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "allocator/caching_allocator.h"
+#include "allocator/device_pools.h"
 #include "allocator/host_backend.h"
 #include "monet/errors.h"
 
 namespace monet {
 namespace {
 
+using ::testing::ElementsAre;
+using ::testing::Field;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "/monet_trace_" + name + "_" + std::to_string(::getpid()) +
+         ".trace";
+}
+
+std::vector<TraceEvent> read_file(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  return read_trace(in);
+}
 
 // Across fork() (the process's pools call these through pthread_atfork): the events recorded
 // before it are written once, not again from the child's copy of the buffer, and the child
@@ -114,6 +134,121 @@ TEST(Trace, MalformedLinesAreNamed) {
 
 TEST(Trace, UnwritablePathIsAConfigError) {
   EXPECT_THROW(TraceWriter("/nonexistent-folder/x.trace"), ConfigError);
+  EXPECT_THROW(check_trace_path("/nonexistent-folder/x.trace"), ConfigError);
+}
+
+// Checking MONET_TRACE at start opens nothing: the file may be the trace of the process that
+// started this one.
+TEST(Trace, CheckingThePathLeavesTheFileAsItIs) {
+  const std::string path = temp_path("check");
+  std::ofstream(path) << "# monet-trace 1\n";
+  check_trace_path(path);
+  std::ifstream in(path);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "# monet-trace 1\n");
+  std::remove(path.c_str());
+  check_trace_path(path);
+  EXPECT_NE(::access(path.c_str(), F_OK), 0) << "created";
+}
+
+// A second writer of a trace that one holds open leaves it alone and writes its own file.
+TEST(Trace, ASecondWriterOfTheSameFileWritesItsOwn) {
+  const std::string path = temp_path("second");
+  const std::string own = path + "." + std::to_string(::getpid());
+  int x[2] = {};
+  {
+    TraceWriter first(path);
+    first.record(TraceEvent::Op::kAlloc, "cpu", 0, 64, &x[0]);
+    first.flush();
+    {
+      TraceWriter second(path);
+      EXPECT_EQ(second.path(), own);
+      second.record(TraceEvent::Op::kAlloc, "cpu", 0, 128, &x[1]);
+    }
+    first.record(TraceEvent::Op::kFree, "cpu", 0, 64, &x[0]);
+  }
+  EXPECT_THAT(read_file(path), ElementsAre(Field(&TraceEvent::bytes, 64u),
+                                           Field(&TraceEvent::op, TraceEvent::Op::kFree)));
+  EXPECT_THAT(read_file(own), ElementsAre(Field(&TraceEvent::bytes, 128u)));
+  // Once the first is closed, the file is free for the next job to write afresh.
+  { TraceWriter next(path); }
+  EXPECT_THAT(read_file(path), IsEmpty());
+  std::remove(path.c_str());
+  std::remove(own.c_str());
+}
+
+// Run by Trace.AProgramStartedWhileTheTraceIsWrittenLeavesItAlone in a process of its own, as a
+// program that a traced job starts: it checks the environment it inherited, as the preload does
+// when it loads, and allocates from the process's pools.
+TEST(TraceChild, AllocatesUnderTheEnvironmentItInherited) {
+  if (std::getenv("MONET_TRACE") == nullptr) {
+    GTEST_SKIP() << "run by Trace.AProgramStartedWhileTheTraceIsWrittenLeavesItAlone";
+  }
+  pools::validate_environment();
+  CachingAllocator& pool = pools::cpu();
+  pool.free(pool.allocate(1000));
+}
+
+// A job's trace is the job's: a program it starts (by exec, with MONET_TRACE in the environment
+// it inherits) neither truncates it nor writes into it, and writes its own file beside it.
+TEST(Trace, AProgramStartedWhileTheTraceIsWrittenLeavesItAlone) {
+  const std::string path = temp_path("exec");
+  int x[3] = {};
+  TraceWriter writer(path);
+  for (int& i : x) writer.record(TraceEvent::Op::kAlloc, "cpu", 0, 64, &i);
+  writer.flush();
+
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "MONET_TRACE=", 12) != 0) env.emplace_back(*e);
+  }
+  env.push_back("MONET_TRACE=" + path);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string self = "/proc/self/exe", filter = "--gtest_filter=TraceChild.*";
+  char* argv[] = {self.data(), filter.data(), nullptr};
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::execve(argv[0], argv, envp.data());
+    _exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  writer.record(TraceEvent::Op::kFree, "cpu", 0, 64, &x[0]);
+  writer.flush();
+
+  const std::vector<TraceEvent> events = read_file(path);
+  ASSERT_EQ(events.size(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(events[i].address, reinterpret_cast<std::uintptr_t>(&x[i]));
+  const std::string childs = path + "." + std::to_string(child);
+  EXPECT_THAT(read_file(childs), ElementsAre(Field(&TraceEvent::bytes, 1000u),
+                                             Field(&TraceEvent::op, TraceEvent::Op::kFree)));
+  std::remove(path.c_str());
+  std::remove(childs.c_str());
+}
+
+// A trace that cannot be written (a full disk) ends with a warning; no allocation or free fails
+// for it, and no block is lost.
+TEST(Trace, AWriteThatFailsEndsTheTraceAndThePoolGoesOn) {
+  TraceWriter writer("/dev/full");
+  HostBackend backend(HostBackend::Options{0, /*backed=*/false});
+  CachingAllocator pool(backend, CachingAllocator::Options{0, &writer});
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 1000; ++i) pool.free(pool.allocate(4096));
+  writer.flush();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  const MemoryStats s = pool.stats();
+  EXPECT_EQ(s.allocations, 1000u);
+  EXPECT_EQ(s.frees, 1000u);
+  EXPECT_EQ(s.allocated_bytes, 0u);
+  EXPECT_EQ(s.active_blocks, 0u);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  const std::string warning = "MONET_TRACE: writing /dev/full failed";
+  const auto first = said.find(warning);
+  EXPECT_NE(first, std::string::npos) << said;
+  EXPECT_EQ(said.find(warning, first + 1), std::string::npos) << "said more than once: " << said;
 }
 
 }  // namespace
