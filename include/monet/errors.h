@@ -14,6 +14,14 @@ class ConfigError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// A use of autograd that monet's checkpointed segments cannot serve: gradients of gradients
+// (backward with create_graph) or torch::autograd::grad() through a segment, whose recomputation
+// runs its own backward and adds to the parameters' .grad.
+class UnsupportedError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
 // A request that cannot be served within the budget even after every cached block was released.
 // what() is one line with the numbers below and the knob to turn. The LibTorch hooks rethrow it
 // as c10::OutOfMemoryError, which PyTorch shows as torch.cuda.OutOfMemoryError.

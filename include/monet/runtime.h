@@ -29,7 +29,10 @@
 // line, a tensor written in place outside the stage) happens once per run. The first stage must
 // not write the model's input in place (ConfigError at the first measured step).
 //
-// Not thread-safe: one runtime per training thread.
+// One training thread per process: runtimes share the device pools' peak marks and LibTorch's
+// random generators, so a step that starts while another runtime's step runs in another thread
+// throws UnsupportedError. Runtimes that step one after another are fine. The budget is set on
+// the pool of the device the steps' inputs are on, at the first step there.
 #pragma once
 
 #include <torch/nn/modules/container/sequential.h>

@@ -1,12 +1,15 @@
 #include "runtime/checkpoint.h"
 
 #include <ATen/core/ivalue.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/engine.h>
 
 #include <utility>
 
 #include "kernels/autocast.h"
+#include "monet/errors.h"
 #include "runtime/rng_state.h"
 
 namespace monet {
@@ -23,6 +26,9 @@ struct Segment : torch::CustomClassHolder {
   std::vector<OpMode> modes;
   RngState rng;
   kernels::AutocastState autocast;
+  // The buffers the forward wrote (BatchNorm's running statistics), as they were before it: the
+  // recomputation runs from them, as the forward did (a module may read what it updates).
+  BufferSnapshot before_forward;
 
   at::Tensor run(at::Tensor x) const {
     for (std::size_t k = 0; k < stages.size(); ++k) {
@@ -39,12 +45,15 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
                           c10::intrusive_ptr<Segment> segment) {
     segment->rng = RngState::capture();
     segment->autocast = kernels::AutocastState::current();
+    segment->before_forward =
+        BufferSnapshot(segment->stages, 0, static_cast<int>(segment->stages.size()) - 1);
     at::Tensor y;
     {
       // Under autocast, the parameters' casts made here (without grad) stay out of its cache.
       const kernels::AutocastCacheOff no_cache;
       y = segment->run(x);
     }
+    segment->before_forward.drop_unchanged();
     // No gradient for the output (a later stage detached it, or took its argmax): backward gets an
     // undefined one, not zeros, and gives none, so that the parameters before keep no gradient, as
     // in a plain step, rather than a zero one (which SGD's weight decay and momentum, and Adam,
@@ -57,10 +66,24 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     if (!grad_outputs[0].defined()) return {Variable(), Variable(), Variable()};
+    // Autograd runs a backward with grad mode on exactly when it was asked to create a graph.
+    if (c10::GradMode::is_enabled()) {
+      throw UnsupportedError(
+          "monet: backward(create_graph=true) reached a checkpointed segment, whose recomputation "
+          "cannot record a graph of its gradients; take gradients of gradients outside "
+          "monet::Runtime, or run without a budget (no stage is then checkpointed)");
+    }
+    if (!torch::autograd::Engine::get_default_engine().is_checkpoint_valid()) {
+      throw UnsupportedError(
+          "monet: torch::autograd::grad(), or backward() with `inputs`, reached a checkpointed "
+          "segment, whose recomputation adds its parameters' gradients to .grad; call backward() "
+          "without `inputs` (Runtime::step does), or run without a budget");
+    }
     const auto segment =
         c10::static_intrusive_pointer_cast<Segment>(ctx->saved_data["segment"].toCapsule());
     const Variable x = ctx->get_saved_variables()[0];
     const BufferSnapshot buffers(segment->stages, 0, static_cast<int>(segment->stages.size()) - 1);
+    segment->before_forward.restore();
     Variable leaf = x.detach();
     if (x.requires_grad()) leaf.requires_grad_(true);
     at::Tensor y;

@@ -217,7 +217,8 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
     const std::vector<BufferSnapshot>* buffers;
     ~Restore() {
       rng.restore();
-      for (const BufferSnapshot& b : *buffers) b.restore();
+      // Last stage first: a module that two stages share ends as it was before the first.
+      for (auto b = buffers->rbegin(); b != buffers->rend(); ++b) b->restore();
     }
   } restore{RngState::capture(), &buffers};
   // Stage by stage, first to last, holding only the stage's input and output: the pass fits

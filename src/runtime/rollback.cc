@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
 
 #include <algorithm>
 #include <unordered_set>
@@ -12,16 +14,18 @@ namespace monet {
 
 StepRollback::StepRollback(const std::vector<RuntimeStage>& stages)
     : rng_(RngState::capture()), buffers_(stages, 0, static_cast<int>(stages.size()) - 1) {
-  std::unordered_set<const void*> seen;  // a parameter shared by two stages is recorded once
   // Which defined gradients are all zero, read for every parameter of a device at once: a count
   // read on the host per parameter would wait for a GPU once per parameter, every step.
   std::vector<std::pair<at::Device, std::vector<std::size_t>>> by_device;  // into params_
   for (const RuntimeStage& s : stages) {
     for (const at::Tensor& p : s.parameters) {
-      if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
+      if (!seen_.insert(p.unsafeGetTensorImpl()).second) continue;  // shared by two stages
       const at::Tensor& g = p.grad();
       if (!g.defined()) {
         params_.push_back({p, GradState::kUndefined, {}});
+      } else if (g.is_sparse()) {
+        // An embedding's sparse gradient: no count_nonzero, and few values. Copied as it is.
+        params_.push_back({p, GradState::kCopied, g.clone()});
       } else {
         auto it = std::find_if(by_device.begin(), by_device.end(),
                                [&](const auto& d) { return d.first == g.device(); });
@@ -46,6 +50,34 @@ StepRollback::StepRollback(const std::vector<RuntimeStage>& stages)
   }
 }
 
+void StepRollback::record_loss_leaves(const at::Tensor& loss, const at::Tensor& output) {
+  using torch::autograd::Node;
+  const Node* stop = output.defined() ? output.grad_fn().get() : nullptr;
+  std::vector<Node*> todo;
+  std::unordered_set<const Node*> visited;
+  if (loss.defined() && loss.grad_fn()) todo.push_back(loss.grad_fn().get());
+  while (!todo.empty()) {
+    Node* node = todo.back();
+    todo.pop_back();
+    if (node == stop || !visited.insert(node).second) continue;
+    if (auto* leaf = dynamic_cast<torch::autograd::AccumulateGrad*>(node)) {
+      const at::Tensor& v = leaf->variable;
+      if (!v.defined() || !seen_.insert(v.unsafeGetTensorImpl()).second) continue;
+      const at::Tensor& g = v.grad();
+      // Few and small (a loss's weights): copied without asking whether they are zero.
+      if (!g.defined()) {
+        params_.push_back({v, GradState::kUndefined, {}});
+      } else {
+        params_.push_back({v, GradState::kCopied, g.clone()});
+      }
+      continue;
+    }
+    for (const torch::autograd::Edge& e : node->next_edges()) {
+      if (e.function) todo.push_back(e.function.get());
+    }
+  }
+}
+
 void StepRollback::restore() const {
   rng_.restore();
   buffers_.restore();
@@ -60,7 +92,10 @@ void StepRollback::restore() const {
         if (param.grad().defined()) param.mutable_grad().zero_();
         break;
       case GradState::kCopied:
-        if (param.grad().defined()) {
+        if (p.copy.is_sparse()) {
+          // Autograd may add to a sparse gradient in place: the copy must not become it.
+          param.mutable_grad() = p.copy.clone();
+        } else if (param.grad().defined()) {
           param.mutable_grad().copy_(p.copy);
         } else {
           param.mutable_grad() = p.copy;

@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/rng_state.h"
@@ -15,9 +16,15 @@ namespace monet {
 class StepRollback {
  public:
   // Gradients that are undefined or all zero (what zero_grad() leaves) are recorded without a
-  // copy; only gradients that hold values (accumulation over several batches) are copied.
+  // copy; only gradients that hold values (accumulation over several batches) and sparse ones
+  // (an embedding's, a few rows) are copied.
   explicit StepRollback(const std::vector<RuntimeStage>& stages);
   void restore() const;
+
+  // Records the gradients of the leaves that `loss` reaches other than through `output` (a
+  // learnable weight of the loss, an input the loss reads), each the first time it is seen: the
+  // step's backward adds to them too. Called by the loss stage each time it runs.
+  void record_loss_leaves(const at::Tensor& loss, const at::Tensor& output);
 
  private:
   enum class GradState { kUndefined, kZero, kCopied };
@@ -29,6 +36,7 @@ class StepRollback {
   RngState rng_;
   BufferSnapshot buffers_;
   std::vector<Param> params_;
+  std::unordered_set<const void*> seen_;  // the TensorImpls in params_
 };
 
 }  // namespace monet

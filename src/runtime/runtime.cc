@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "kernels/dtype_name.h"
 #include "monet/allocator.h"
 #include "monet/bytes.h"
+#include "monet/errors.h"
 #include "planner/chain_json.h"
 #include "planner/chain_model.h"
 #include "planner/plan_cache.h"
@@ -50,6 +52,31 @@ std::string join_dims(const Shape& shape) {
   }
   return out;
 }
+
+// Held through a step. Runtimes share the device pools' marks and LibTorch's generators, which
+// checkpoints capture and restore: a step that starts while another runs is refused, not left to
+// draw another thread's numbers.
+class OneStepAtATime {
+ public:
+  OneStepAtATime() {
+    if (running().exchange(true)) {
+      throw UnsupportedError(
+          "monet: a monet::Runtime step started while another was running in another thread; "
+          "monet trains from one thread per process (runtimes share the pools' peak marks and "
+          "LibTorch's random generators): run the steps one after another, or one process per "
+          "device");
+    }
+  }
+  ~OneStepAtATime() { running() = false; }
+  OneStepAtATime(const OneStepAtATime&) = delete;
+  OneStepAtATime& operator=(const OneStepAtATime&) = delete;
+
+ private:
+  static std::atomic<bool>& running() {
+    static std::atomic<bool> flag{false};
+    return flag;
+  }
+};
 
 // An out-of-memory error from monet's allocator, whichever way LibTorch passed it on.
 bool is_out_of_memory(const c10::Error& e) {
@@ -94,16 +121,19 @@ class RuntimeImpl {
     stages_.push_back(std::move(loss));
     index_parameters();
     anchor_ = at::zeros({1}).requires_grad_(true);
-    // The runtime's budget is the allocator's: 0 lifts the cap.
-    training_pool().set_budget_bytes(static_cast<std::size_t>(options_.budget_bytes));
     load_margins();
   }
 
   at::Tensor step(const at::Tensor& input, const Runtime::LossFn& loss_fn) {
     if (!loss_fn) throw ConfigError("monet::Runtime::step needs a loss function; it was empty");
+    const OneStepAtATime one_step;
     const double start = now();
     last_ = StepReport{};
-    stages_.back().fn = loss_fn;
+    stages_.back().fn = [this, loss_fn](const at::Tensor& out) {
+      at::Tensor loss = loss_fn(out);
+      if (rollback_) rollback_->record_loss_leaves(loss, out);
+      return loss;
+    };
     follow_training_mode();
     if (!model_->is_training() || !c10::GradMode::is_enabled()) {
       // No backward follows, so nothing is recorded for one: a forward that recorded a graph in
@@ -121,8 +151,14 @@ class RuntimeImpl {
     const Shape& plan_shape = options_.plan_once ? *first_shape_ : shape;
     CachingAllocator& pool = pool_for(input);
     pool.clear_marks();
-    const StepRollback rollback(stages_);
+    rollback_.emplace(stages_);
+    const StepRollback& rollback = *rollback_;
+    struct Forget {
+      std::optional<StepRollback>& rollback;
+      ~Forget() { rollback.reset(); }
+    } forget{rollback_};
     for (int attempt = 0;; ++attempt) {
+      last_.profiled = false;  // of this attempt: an earlier one's measurement ran out of memory
       bool measuring = false;
       std::int64_t planned_for = 0;  // the budget the plan that ran was made for
       // Refusals the budget had room for, to tell a plan short of its bytes from a pool in pieces.
@@ -153,6 +189,8 @@ class RuntimeImpl {
       } catch (const c10::Error& e) {
         if (!is_out_of_memory(e)) throw;
         rollback.restore();
+        // Without a budget every plan keeps every stage: another would run out the same way.
+        if (options_.budget_bytes == 0) throw;
         if (measuring) throw device_too_small(shape);
         ++last_.retries;
         ++stats_.retries;
@@ -272,13 +310,15 @@ class RuntimeImpl {
     }
   }
 
-  CachingAllocator& training_pool() {
-    return pools::cuda_devices() > 0 ? pools::cuda(0) : pools::cpu();
-  }
-
+  // The pool of the input's device. The runtime's budget is that pool's (0 lifts its cap), set
+  // on the first step there: the device is known from the input, not before.
   CachingAllocator& pool_for(const at::Tensor& input) {
-    if (input.is_cuda()) return pools::cuda(input.get_device());
-    return pools::cpu();
+    CachingAllocator& pool = input.is_cuda() ? pools::cuda(input.get_device()) : pools::cpu();
+    if (&pool != budgeted_) {
+      pool.set_budget_bytes(static_cast<std::size_t>(options_.budget_bytes));
+      budgeted_ = &pool;
+    }
+    return pool;
   }
 
   // The varying dims of a training input. An input with no elements, or of another rank than the
@@ -1056,10 +1096,12 @@ class RuntimeImpl {
   std::unordered_set<ShapeKey, ShapeKeyHash> remeasure_;
   // Per exact shape: bytes its steps held above plans made on its own measurement (feedback).
   std::unordered_map<ShapeKey, std::int64_t, ShapeKeyHash> unmodelled_;
-  std::optional<Shape> first_shape_;  // the shape every plan is for, under plan_once
-  Shape first_sizes_;                 // the sizes of the first input trained (its rank is kept)
-  bool warm_start_tried_ = false;     // warm_start() runs once, before the first measurement
-  bool clock_warned_ = false;         // said once that CUPTI could not time the stages
+  std::optional<Shape> first_shape_;      // the shape every plan is for, under plan_once
+  Shape first_sizes_;                     // the sizes of the first input trained (its rank is kept)
+  bool warm_start_tried_ = false;         // warm_start() runs once, before the first measurement
+  bool clock_warned_ = false;             // said once that CUPTI could not time the stages
+  CachingAllocator* budgeted_ = nullptr;  // the pool the budget was last set on (pool_for)
+  std::optional<StepRollback> rollback_;  // the step's, while one runs
   StepReport last_;
   RuntimeStats stats_;
 };

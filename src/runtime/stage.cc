@@ -116,8 +116,23 @@ BufferSnapshot::BufferSnapshot(const std::vector<RuntimeStage>& stages, int firs
       if (!b.defined()) continue;
       live_.push_back(b);
       saved_.push_back(b.clone());
+      versions_.push_back(b._version());
     }
   }
+}
+
+void BufferSnapshot::drop_unchanged() {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < live_.size(); ++i) {
+    if (live_[i]._version() == versions_[i]) continue;
+    live_[kept] = std::move(live_[i]);
+    saved_[kept] = std::move(saved_[i]);
+    versions_[kept] = versions_[i];
+    ++kept;
+  }
+  live_.resize(kept);
+  saved_.resize(kept);
+  versions_.resize(kept);
 }
 
 void BufferSnapshot::restore() const {

@@ -7,6 +7,7 @@
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/sequential.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,10 +58,14 @@ class BufferSnapshot {
   BufferSnapshot(const std::vector<RuntimeStage>& stages, int first, int last);
   void restore() const;
   bool empty() const { return saved_.empty(); }
+  // Forgets the buffers that nothing has written since the snapshot (their version counter has
+  // not moved): restore() would copy them onto themselves.
+  void drop_unchanged();
 
  private:
-  std::vector<at::Tensor> live_;   // the module's own tensors
-  std::vector<at::Tensor> saved_;  // their values at the snapshot
+  std::vector<at::Tensor> live_;        // the module's own tensors
+  std::vector<at::Tensor> saved_;       // their values at the snapshot
+  std::vector<std::int64_t> versions_;  // their version counters then
 };
 
 }  // namespace monet
