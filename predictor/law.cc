@@ -34,6 +34,9 @@ double FittedLaw::leverage(const double* monomials, double y) const {
 double FittedLaw::relative_bound(const double* monomials, double y) const {
   if (!validated()) return std::numeric_limits<double>::infinity();
   if (law.size == 0) return 0.0;
+  // Bytes and seconds are never negative: a law that falls to 0 or below here has left the shapes
+  // it describes, and the 0 the chain then holds is no prediction at all.
+  if (!(y > 0.0)) return std::numeric_limits<double>::infinity();
   const double scale = std::max(std::abs(y), 1e-300);
   const double spread = std::max(loo_error, noise);
   double bound = 2.0 * spread * std::sqrt(1.0 + leverage(monomials, y));

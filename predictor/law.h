@@ -53,9 +53,10 @@ struct FittedLaw {
   // Leverage of a shape (0 at the centre of the data, about 1 at a measured extreme, more beyond).
   double leverage(const double* monomials, double y) const;
 
-  // Relative error bound of the prediction `y` at a shape: twice the leave-one-out error, widened
-  // by the leverage as a prediction interval widens, plus the largest relative disagreement of
-  // the alternative laws. Infinite when the law is not validated.
+  // Relative error bound of the prediction `y` (the law's value) at a shape: twice the
+  // leave-one-out error, widened by the leverage as a prediction interval widens, plus the largest
+  // relative disagreement of the alternative laws. Infinite when the law is not validated, and
+  // where y is 0 or below while the law has terms (the chain then holds 0, which no law said).
   double relative_bound(const double* monomials, double y) const;
 };
 

@@ -1,6 +1,7 @@
 // Chooses the law of one quantity from its values at the measured shapes: every sum of at most
 // max_terms monomials of the basis is fitted by least squares on relative errors, scored by its
-// leave-one-out error, and the simplest law that scores about as well as the best one wins.
+// leave-one-out error, and the simplest law with no negative coefficient that scores about as well
+// as the best such law wins.
 //
 // Why not one full quadratic: with three measured shapes a full quadratic in two or three dims
 // has more unknowns than data, and fits that merely interpolate extrapolate badly. The laws that
@@ -31,8 +32,17 @@ struct LawSearchOptions {
   double noise = 0.0;
   double noise_floor = 1e-3;
   int max_alternatives = 6;  // equally good laws kept for the error bound
+  // A negative term no larger than this at every shape (bytes or seconds) does not count as
+  // negative: for bytes the slack under which errors never matter to a plan.
+  double negligible = 0.0;
   // When not empty, the only monomials (indices into the basis) a law may use.
   std::vector<int> allowed_terms;
+  // Laws the quantity is expected to follow (each a list of distinct monomial indices), such as
+  // an encoder layer's bytes c + k1*batch*seq + k2*batch*seq^2. Where one has as many terms as
+  // there are shapes (and no more than max_terms), it goes through every shape and nothing is left
+  // to check it on; where its coefficients are non-negative it becomes an alternative of the
+  // chosen law, so that the bound covers it wherever it disagrees.
+  std::vector<std::vector<int>> expected_laws;
   // Fit every allowed term at once, none with a negative coefficient (non-negative least
   // squares), instead of searching for the simplest law, whenever the allowed terms are no more
   // than the shapes and kMaxTerms. For times: each term is a cost that cannot be negative (the

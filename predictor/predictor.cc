@@ -76,6 +76,36 @@ void check_options(const PredictorOptions& o) {
   }
 }
 
+// The index in `basis` of the monomial with these exponents, or -1.
+int monomial_index(const MonomialBasis& basis, const std::array<int, kMaxDims>& exponents) {
+  for (int m = 0; m < basis.size(); ++m) {
+    bool same = true;
+    for (int d = 0; d < basis.dims(); ++d) same &= basis.exponents(m)[d] == exponents[d];
+    if (same) return m;
+  }
+  return -1;
+}
+
+// The three-term byte laws a stage is expected to follow: a constant (weights, workspaces), P, the
+// product of the dims (activations), and P times one dim other than the batch (an attention
+// matrix, batch*seq^2; samples do not interact). The same laws next_shape_to_profile expects.
+std::vector<std::vector<int>> expected_byte_laws(const MonomialBasis& basis, int batch) {
+  std::array<int, kMaxDims> exponents{};
+  const int constant = monomial_index(basis, exponents);
+  for (int d = 0; d < basis.dims(); ++d) exponents[d] = 1;
+  const int product = monomial_index(basis, exponents);
+  std::vector<std::vector<int>> laws;
+  if (constant < 0 || product < 0) return laws;
+  for (int d = 0; d < basis.dims(); ++d) {
+    if (d == batch) continue;
+    std::array<int, kMaxDims> squared = exponents;
+    squared[d] = 2;
+    const int attention = monomial_index(basis, squared);  // beyond max_total_degree: -1
+    if (attention >= 0) laws.push_back({constant, product, attention});
+  }
+  return laws;
+}
+
 std::string dim_name(const PredictorOptions& o, int d) {
   return d < static_cast<int>(o.dim_names.size()) ? o.dim_names[d] : fmt::format("d{}", d);
 }
@@ -107,6 +137,7 @@ Predictor::Predictor(std::vector<StageLayout> stages, PredictorOptions options)
   }
   bytes_search_.max_terms = options_.max_terms;
   bytes_search_.noise_floor = options_.bytes_noise_floor;
+  bytes_search_.negligible = options_.bytes_slack;
   time_search_.max_terms = options_.max_terms;
   time_search_.noise_floor = options_.time_noise_floor;
   models_.resize(layout_.size());
@@ -186,6 +217,7 @@ void Predictor::start(int dims) {
       if (basis_->total_degree(m) == 1 && basis_->exponents(m)[batch] == 1) per_sample_term_ = m;
     }
   }
+  bytes_search_.expected_laws = expected_byte_laws(*basis_, batch_dim(options_));
   table_ = std::make_unique<ShapeTable>(basis_.get());
   search_ = std::make_unique<LawSearch>(basis_.get());
 }
@@ -213,6 +245,14 @@ void Predictor::observe(const Shape& shape, const Chain& measured) {
   // Resolve and check everything first, so that a bad number leaves the state as it was.
   std::vector<std::vector<int>> variant_of(measured.stages.size());
   for (int i = 0; i < num_stages(); ++i) {
+    // Stages are matched by position: one of another name is another model's (or this one's
+    // stages in another order), whose numbers would be learnt as this stage's.
+    if (measured.stages[i].name != layout_[i].name) {
+      throw std::invalid_argument(fmt::format(
+          "monet predictor: stage {} of the measured chain is '{}' but the layout's stage {} is "
+          "'{}'; measure the stages of the chain the predictor was made for, in its order",
+          i, measured.stages[i].name, i, layout_[i].name));
+    }
     const std::vector<std::string>& names = layout_[i].variants;
     for (const VariantCosts& v : measured.stages[i].variants) {
       auto it = std::find(names.begin(), names.end(), v.name);
@@ -223,6 +263,13 @@ void Predictor::observe(const Shape& shape, const Chain& measured) {
             layout_[i].name, i, v.name, fmt::join(names, ", ")));
       }
       const int variant = static_cast<int>(it - names.begin());
+      // One measurement a variant and step: a variant listed twice would count twice.
+      if (std::find(variant_of[i].begin(), variant_of[i].end(), variant) != variant_of[i].end()) {
+        throw std::invalid_argument(fmt::format(
+            "monet predictor: stage '{}' (index {}) of the measured chain lists variant '{}' "
+            "twice; give each variant's measurement once",
+            layout_[i].name, i, v.name));
+      }
       check_costs(i, variant, v);
       variant_of[i].push_back(variant);
     }
@@ -330,12 +377,13 @@ void Predictor::bound_chain(const Shape& shape, const Chain& chain, Chain* bound
       const VariantModel* model = basis_ ? &models_[i][v] : nullptr;
       if (!model || !model->measured(id)) all_measured = false;
       for (Quantity q : kAllQuantities) {
-        double y = 0.0;
+        // What the chain holds: the measurement, or the law's value, of which a negative one
+        // becomes 0. The bound is the law's at its own value, infinite where that is not above 0.
+        const double y = quantity_value(chain.stages[i].variants[slot], q);
         double bound = kInf;
         if (model) {
-          y = model->measured(id) ? quantity_value(chain.stages[i].variants[slot], q)
-                                  : model->law(q).law.value(monomials);
-          bound = model->bound(q, id, monomials, y);
+          bound = model->bound(q, id, monomials,
+                               model->measured(id) ? y : model->law(q).law.value(monomials));
         }
         if (bounds) {
           VariantCosts& b = bounds->stages[i].variants[slot];

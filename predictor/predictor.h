@@ -107,8 +107,10 @@ class Predictor {
   // of range; a negative, NaN or infinite number; a shape with a dim <= 0, with more than 4 dims,
   // or with a different number of dims than the shapes seen before.
   void observe(const Shape& shape, int stage, int variant, const VariantCosts& measured);
-  // Every stage of `measured` (the same stages as the layout, in order; variants matched by name,
-  // any subset of them). Checks everything before folding anything in.
+  // Every stage of `measured` (the same stages as the layout, by name and in order; variants
+  // matched by name, any subset of them, each at most once). Checks everything before folding
+  // anything in: std::invalid_argument for another number of stages, a stage of another name, an
+  // unknown or repeated variant name, or a bad shape or number (see above).
   void observe(const Shape& shape, const Chain& measured);
   // Parameters, gradients and optimizer state: bytes that do not depend on the shape.
   void set_fixed_bytes(std::int64_t bytes);

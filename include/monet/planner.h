@@ -99,8 +99,8 @@ class Planner {
   Strategy strategy() const { return strategy_; }
 
   // Plans `chain` (checked as validate_chain does; ConfigError names the stage and field) for a
-  // budget of `budget_bytes`, fixed_bytes included. Never throws for a budget that is too small:
-  // the result says feasible = false and gives min_feasible_bytes.
+  // budget of `budget_bytes`, fixed_bytes included. Never throws for a budget that is too small,
+  // a negative one included: the result says feasible = false and gives min_feasible_bytes.
   PlanResult try_plan(const Chain& chain, std::int64_t budget_bytes) const;
 
   // The same, but a budget that is too small throws InfeasibleBudgetError.

@@ -101,6 +101,9 @@ void validate_chain(const Chain& chain, std::string_view source) {
   names.reserve(chain.stages.size());
   for (const Stage& stage : chain.stages) names.push_back(stage.name);
   const std::size_t repeated_stage = first_repeat(names);
+  // Each term is at most kMaxChainBytes once checked, so the sum cannot overflow before it passes
+  // kMaxChainTotalBytes.
+  std::int64_t total = chain.fixed_bytes;
   for (std::size_t i = 0; i < chain.stages.size(); ++i) {
     const Stage& stage = chain.stages[i];
     if (stage.name.empty()) {
@@ -137,6 +140,22 @@ void validate_chain(const Chain& chain, std::string_view source) {
       check_bytes(chain, source, i, v, "bwd_peak", c.bwd_peak);
       check_time(chain, source, i, v, "fwd_time", c.fwd_time);
       check_time(chain, source, i, v, "bwd_time", c.bwd_time);
+    }
+    std::int64_t out = 0, saved = 0, fwd_peak = 0, bwd_peak = 0;
+    for (const VariantCosts& c : stage.variants) {
+      out = std::max(out, c.out_bytes);
+      saved = std::max(saved, c.saved_bytes);
+      fwd_peak = std::max(fwd_peak, c.fwd_peak);
+      bwd_peak = std::max(bwd_peak, c.bwd_peak);
+    }
+    total += stage.grad_bytes + out + saved + fwd_peak + bwd_peak;
+    if (total > kMaxChainTotalBytes) {
+      throw ConfigError(fmt::format(
+          "{}: the chain's bytes pass 256 PiB (2^58 bytes) in all by this stage (fixed_bytes, "
+          "and each stage's grad_bytes and largest out_bytes, saved_bytes, fwd_peak and "
+          "bwd_peak); no device holds that, and the planners cannot sum it: give the numbers in "
+          "bytes",
+          stage_where(chain, source, i)));
     }
   }
 }

@@ -11,9 +11,14 @@
 namespace monet {
 
 // The largest byte count a chain may hold, 1 PiB: far above any device's memory, and low enough
-// that the planners' 64-bit sums of a thousand such numbers neither overflow nor reach their mark
-// of what no plan reaches (2^61).
+// that adding a stage's few numbers in 64 bits never overflows.
 inline constexpr std::int64_t kMaxChainBytes = std::int64_t{1} << 50;
+// The most bytes a chain may hold in all: fixed_bytes plus, for each stage, its grad_bytes and its
+// variants' largest out_bytes, saved_bytes, fwd_peak and bwd_peak. 256 PiB (2^58 bytes): a peak
+// counts each of these numbers at most twice, so every sum the planners make stays below their
+// mark of what no plan reaches (2^61), however many stages share the bytes. 2,047 stages of 1 PiB
+// reached that mark, and the checkpoint DP then found no way to the chain's end.
+inline constexpr std::int64_t kMaxChainTotalBytes = std::int64_t{1} << 58;
 // The longest time a chain may hold, seconds: 1e9 (about 32 years), so that the planners' sums of
 // times over stages and recomputations stay finite.
 inline constexpr double kMaxChainSeconds = 1e9;
@@ -21,9 +26,9 @@ inline constexpr double kMaxChainSeconds = 1e9;
 // Throws ConfigError, prefixed with `source` and naming the stage (index and name), the variant
 // and the field, for: a chain without stages, a stage without variants, an empty or repeated
 // stage or variant name, a byte count (fixed_bytes and grad_bytes included) that is negative or
-// above kMaxChainBytes, or a time that is negative, not finite or above kMaxChainSeconds. Variants
-// of a stage may disagree on out_bytes (predictions are noisy); the planner then plans with the
-// largest.
+// above kMaxChainBytes, byte counts that sum to more than kMaxChainTotalBytes, or a time that is
+// negative, not finite or above kMaxChainSeconds. Variants of a stage may disagree on out_bytes
+// (predictions are noisy); the planner then plans with the largest.
 void validate_chain(const Chain& chain, std::string_view source = "chain");
 
 // Raises each stage's variants' fwd_time and bwd_time to at least its first variant's. For chains

@@ -1,5 +1,7 @@
 #include "planner/checkpoint_dp.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cassert>
 #include <limits>
@@ -228,7 +230,15 @@ void CheckpointDp::compute_need() {
   lean_segments_.clear();
   for (int i = 0; i < stages_;) {
     const Best& arg = best_from[i];
-    assert(arg.last > i);  // every boundary reaches the end: validate_chain bounds the numbers
+    // Every boundary reaches the end while the chain's bytes stay within validate_chain's bounds;
+    // where none did, following the plan would never end.
+    if (arg.last <= i) {
+      throw std::logic_error(fmt::format(
+          "monet planner: no plan reaches the end of the chain from stage {} (its bytes sum past "
+          "what the planner can count, 2^61; validate_chain should have refused it): check the "
+          "chain's byte counts, and report the chain (MONET_LOG=debug prints it)",
+          i + 1));
+    }
     if (arg.kind == kLean) {
       SegmentScan scan(costs_, i + 1);
       for (int v : arg.variants) scan.extend(v);

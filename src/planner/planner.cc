@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -86,7 +87,10 @@ Strategy strategy_from_env() {
 PlanResult Planner::try_plan(const Chain& chain, std::int64_t budget_bytes) const {
   validate_chain(chain);
   const auto start = std::chrono::steady_clock::now();
-  StrategyOutcome outcome = run(strategy_, chain, budget_bytes);
+  // No plan fits below 0 bytes, and the strategies subtract the chain's bytes from the budget,
+  // which from a budget near INT64_MIN would overflow: they plan for 0, and the plan's peak,
+  // never negative, is then above the budget asked for.
+  StrategyOutcome outcome = run(strategy_, chain, std::max<std::int64_t>(budget_bytes, 0));
   const auto stop = std::chrono::steady_clock::now();
 
   PlanResult result;

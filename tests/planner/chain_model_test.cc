@@ -91,6 +91,39 @@ TEST(ValidateChain, RefusesByteCountsAbovePebibyte) {
             std::string::npos);
 }
 
+// Each number within 1 PiB, but 2,047 stages of them: the least-peak search's sums reached its
+// mark of what no plan reaches, no boundary found a way to the end, and planning never ended.
+TEST(ValidateChain, RefusesBytesThatSumPastWhatThePlannersCount) {
+  Chain chain;
+  for (int i = 0; i < 2047; ++i) {
+    VariantCosts v;
+    v.out_bytes = v.saved_bytes = kMaxChainBytes;
+    chain.stages.push_back(Stage{"s" + std::to_string(i), {v}, kMaxChainBytes});
+  }
+  // 3 PiB a stage: the 86th passes 256 PiB.
+  EXPECT_EQ(error_of(chain),
+            "c.json: stages[85] \"s85\": the chain's bytes pass 256 PiB (2^58 bytes) in all by "
+            "this stage (fixed_bytes, and each stage's grad_bytes and largest out_bytes, "
+            "saved_bytes, fwd_peak and bwd_peak); no device holds that, and the planners cannot "
+            "sum it: give the numbers in bytes");
+  // Exactly 256 PiB is allowed; one byte more is not. Only a stage's largest variant counts.
+  chain.stages.resize(64);
+  for (Stage& stage : chain.stages) {
+    stage.grad_bytes = 0;
+    VariantCosts& v = stage.variants[0];
+    v.fwd_peak = v.bwd_peak = kMaxChainBytes;
+    VariantCosts lean = v;
+    lean.name = "lean";
+    lean.saved_bytes = 0;
+    stage.variants.push_back(lean);
+  }
+  EXPECT_EQ(error_of(chain), "");
+  EXPECT_EQ(kMaxChainTotalBytes, 64 * 4 * kMaxChainBytes);
+  chain.fixed_bytes = 1;
+  EXPECT_NE(error_of(chain).find("stages[63] \"s63\": the chain's bytes pass 256 PiB"),
+            std::string::npos);
+}
+
 TEST(ValidateChain, RefusesTimesAboveAThousandMillionSeconds) {
   Chain chain = two_stages();
   chain.stages[1].variants[1].bwd_time = kMaxChainSeconds;

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <limits>
 #include <random>
+#include <stdexcept>
+#include <string>
 
 #include "exact_search.h"
 #include "planner/chain_model.h"
@@ -174,6 +176,19 @@ TEST(CheckpointDp, NoTwoSegmentsInARowMeansAdjacentCheckpointsMerge) {
     ASSERT_EQ(s.peak_bytes, simulate(chain, s.plan).peak_bytes);
     ASSERT_LE(s.peak_bytes, budget);
   }
+}
+
+// validate_chain refuses a chain whose bytes sum past what the DP counts; given one anyway, the DP
+// says so rather than follow a plan that never reaches the chain's end.
+TEST(CheckpointDp, BytesPastWhatItCountsAreAnErrorNotAnEndlessPlan) {
+  Chain chain;
+  for (int i = 0; i < 2047; ++i) {
+    VariantCosts v;
+    v.out_bytes = v.saved_bytes = kMaxChainBytes;
+    chain.stages.push_back(Stage{"s" + std::to_string(i), {v}, kMaxChainBytes});
+  }
+  const BlockCosts costs(chain, true);
+  EXPECT_THROW(CheckpointDp(costs, DpChoices::defaults(costs.stages())), std::logic_error);
 }
 
 }  // namespace

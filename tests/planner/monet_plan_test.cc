@@ -213,6 +213,21 @@ TEST(MonetPlan, MalformedChainNamesFieldAndStage) {
       << run.err;
 }
 
+// Every number within 1 PiB, but 2,047 stages of them: refused, where planning never ended.
+TEST(MonetPlan, ChainWhoseBytesSumPastTheLimitIsRefused) {
+  monet::Chain chain;
+  for (int i = 0; i < 2047; ++i) {
+    monet::VariantCosts v;
+    v.out_bytes = v.saved_bytes = std::int64_t{1} << 50;
+    chain.stages.push_back(monet::Stage{"s" + std::to_string(i), {v}, std::int64_t{1} << 50});
+  }
+  const std::string path = write_temp("huge_chain.json", monet::chain_to_json(chain));
+  const ToolRun run = run_tool("--chain " + path + " --budget 100%");
+  EXPECT_EQ(run.status, 2);
+  EXPECT_TRUE(contains(run.err, "stages[85] \"s85\": the chain's bytes pass 256 PiB (2^58 bytes)"))
+      << run.err;
+}
+
 TEST(MonetPlan, TablePlan) {
   const ToolRun run = run_tool("--chain " + data("bert_base_b32_s128.json") + " --budget 60%");
   EXPECT_EQ(run.status, 0) << run.err;

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "planner/chain_model.h"
@@ -94,6 +96,30 @@ TEST(Planner, InfeasibleBudgetGivesTheLeastThatFits) {
     const PlanResult at = planner.plan(chain, probe.min_feasible_bytes);
     EXPECT_TRUE(at.feasible) << strategy_name(s);
     EXPECT_LE(at.peak_bytes, probe.min_feasible_bytes) << strategy_name(s);
+  }
+}
+
+// No plan fits below 0 bytes: a negative budget is one that is too small, down to INT64_MIN, from
+// which subtracting the chain's fixed bytes would overflow.
+TEST(Planner, ANegativeBudgetIsTooSmall) {
+  const Chain chain = sample_chain();
+  ASSERT_GT(chain.fixed_bytes, 0);
+  for (Strategy s : all_strategies()) {
+    const Planner planner(s);
+    const std::int64_t least = planner.try_plan(chain, chain.fixed_bytes).min_feasible_bytes;
+    for (std::int64_t budget : {std::int64_t{-1}, std::numeric_limits<std::int64_t>::min()}) {
+      const PlanResult r = planner.try_plan(chain, budget);
+      EXPECT_FALSE(r.feasible) << strategy_name(s);
+      EXPECT_EQ(r.budget_bytes, budget) << strategy_name(s);
+      EXPECT_EQ(r.min_feasible_bytes, least) << strategy_name(s);
+      try {
+        planner.plan(chain, budget);
+        FAIL() << "no error for " << strategy_name(s);
+      } catch (const InfeasibleBudgetError& e) {
+        EXPECT_EQ(e.budget_bytes, budget);
+        EXPECT_EQ(e.min_feasible_bytes, least);
+      }
+    }
   }
 }
 

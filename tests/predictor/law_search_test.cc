@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,25 @@ int term(const MonomialBasis& basis, const std::string& name) {
   }
   ADD_FAILURE() << "no monomial " << name;
   return 0;
+}
+
+// A law fitted where it is positive may fall to 0 or below elsewhere; the chain holds 0 there,
+// which the law did not predict, so the bound is infinite rather than a share of that value.
+TEST(FittedLaw, NoBoundWhereTheLawIsNotAboveZero) {
+  MonomialBasis basis(2, 3);
+  FittedLaw fitted;
+  fitted.law.size = 2;
+  fitted.law.terms = {term(basis, "b*s"), term(basis, "s^2")};
+  fitted.law.coefficients = {2.0, -1.0};
+  fitted.loo_error = 0.0;  // validated, and exact where measured
+  auto bound_at = [&](std::vector<std::int64_t> x) {
+    std::vector<double> m(basis.size());
+    basis.evaluate(x.data(), m.data());
+    return fitted.relative_bound(m.data(), fitted.law.value(m.data()));
+  };
+  EXPECT_EQ(bound_at({16, 16}), 0.0);                                     // 256 there
+  EXPECT_EQ(bound_at({8, 32}), std::numeric_limits<double>::infinity());  // -512
+  EXPECT_EQ(bound_at({8, 16}), std::numeric_limits<double>::infinity());  // 0
 }
 
 // An encoder layer's time: per-call overhead, work on its activations and on its attention

@@ -118,6 +118,40 @@ TEST(PredictorErrors, ChainWithUnknownVariantChangesNothing) {
   EXPECT_THROW(p.observe({8, 64}, c), std::invalid_argument);
 }
 
+// Stages are matched by position and name: another model's chain of as many stages would be
+// learnt as this one's.
+TEST(PredictorErrors, ChainWithOtherStagesChangesNothing) {
+  Predictor p = two_stages();
+  Chain c;
+  c.stages = {Stage{"conv1", {costs(1024, 1e-3)}}, Stage{"conv2", {costs(1024, 1e-3)}}};
+  const std::string m = message_of<std::invalid_argument>([&] { p.observe({8, 64}, c); });
+  EXPECT_NE(m.find("stage 0 of the measured chain is 'conv1' but the layout's stage 0 is 'embed'; "
+                   "measure the stages of the chain the predictor was made for, in its order"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(p.profiled_shapes(), 0);
+  c.stages[0].name = "embed";
+  EXPECT_THROW(p.observe({8, 64}, c), std::invalid_argument);  // the second stage still differs
+  EXPECT_EQ(p.profiled_shapes(), 0);
+}
+
+// One measurement of a variant per step: listed twice, it would count twice.
+TEST(PredictorErrors, ChainListingAVariantTwiceChangesNothing) {
+  Predictor p = two_stages();
+  Chain c;
+  c.stages = {Stage{"embed", {costs(1024, 1e-3)}},
+              Stage{"block", {costs(1024, 1e-3), costs(2048, 1e-3)}}};
+  const std::string m = message_of<std::invalid_argument>([&] { p.observe({8, 64}, c); });
+  EXPECT_NE(m.find("stage 'block' (index 1) of the measured chain lists variant 'default' twice; "
+                   "give each variant's measurement once"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(p.profiled_shapes(), 0);
+  c.stages[1].variants[1].name = "relu_mask";
+  p.observe({8, 64}, c);
+  EXPECT_EQ(p.profiled_shapes(), 1);
+}
+
 TEST(PredictorErrors, BadLayoutAndOptionsAreRefused) {
   using Layout = std::vector<StageLayout>;
   EXPECT_THROW(Predictor(Layout{}), std::invalid_argument);
