@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -162,6 +163,24 @@ KeptBatchNorm load_kept(const variable_list& saved, std::size_t first, AutogradC
   return kept;
 }
 
+// Saves what refuse_double_backward names: the op the caller called and the mode it ran in.
+void save_op(AutogradContext* ctx, const std::string& op) {
+  ctx->saved_data["op"] = op;
+  ctx->saved_data["mode"] = std::string(op_mode_name(op_mode()));
+}
+
+// These backwards hand torch's kernels substituted inputs (x_hat recovered from the kept output),
+// which their derivatives do not know of: under create_graph (grad mode on in a backward) a
+// gradient of their gradient would be wrong, or fail deep in ATen. They refuse it instead.
+void refuse_double_backward(AutogradContext* ctx) {
+  TORCH_CHECK(!at::GradMode::is_enabled(), "monet::ops::", ctx->saved_data["op"].toStringRef(),
+              " in mode ", ctx->saved_data["mode"].toStringRef(),
+              " has no double backward (create_graph=true, for a gradient of a gradient): it "
+              "recovers its input from the output it keeps, which its second derivative cannot "
+              "use. Run this op in OpMode::kDefault (torch's own ops) where a gradient of a "
+              "gradient is needed.");
+}
+
 struct OutputKeepingBatchNorm : torch::autograd::Function<OutputKeepingBatchNorm> {
   // LibTorch 1.13's Function takes no undefined tensors: absent ones come as nullopt.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x,
@@ -169,7 +188,7 @@ struct OutputKeepingBatchNorm : torch::autograd::Function<OutputKeepingBatchNorm
                             const c10::optional<at::Tensor>& bias_arg,
                             const c10::optional<at::Tensor>& running_mean,
                             const c10::optional<at::Tensor>& running_var, double momentum,
-                            double eps, bool fuse_relu) {
+                            double eps, bool fuse_relu, const std::string& op) {
     const at::Tensor weight = weight_arg.value_or(at::Tensor());
     const at::Tensor bias = bias_arg.value_or(at::Tensor());
     KeptBatchNorm kept =
@@ -182,18 +201,20 @@ struct OutputKeepingBatchNorm : torch::autograd::Function<OutputKeepingBatchNorm
     save_kept(kept, eps, ctx, &saved);
     ctx->save_for_backward(saved);
     ctx->saved_data["fuse_relu"] = fuse_relu;
+    save_op(ctx, op);
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    refuse_double_backward(ctx);
     const variable_list saved = ctx->get_saved_variables();
     double eps = 0;
     const KeptBatchNorm kept = load_kept(saved, 2, ctx, &eps);
     at::Tensor g = grads[0];
-    // The ReLU's backward as torch computes it: grad where its output is > 0, else 0.
+    // The ReLU's backward as torch computes it: grad where its output is not <= 0, else 0.
     if (ctx->saved_data["fuse_relu"].toBool()) g = at::threshold_backward(g, kept.y, 0);
     variable_list out = backward_from_output(g, kept, saved[0], saved[1], eps);
-    out.resize(8);  // nothing for the running statistics, momentum, eps and fuse_relu
+    out.resize(9);  // nothing for the running statistics, momentum, eps, fuse_relu and op
     return out;
   }
 };
@@ -306,13 +327,16 @@ std::array<at::Tensor, 5> batch_norm_relu_conv_backward(at::Tensor grad_out, at:
 // recomputes the convolution's input relu(y), then runs torch's own convolution backward, the
 // ReLU's and the output-keeping BatchNorm's. torch's three ops keep x and relu(y).
 struct BatchNormReLUConvolution : torch::autograd::Function<BatchNormReLUConvolution> {
-  static at::Tensor forward(
-      AutogradContext* ctx, const at::Tensor& x, const c10::optional<at::Tensor>& weight_arg,
-      const c10::optional<at::Tensor>& bias_arg, const c10::optional<at::Tensor>& running_mean,
-      const c10::optional<at::Tensor>& running_var, double momentum, double eps,
-      const at::Tensor& conv_weight, const c10::optional<at::Tensor>& conv_bias,
-      std::vector<std::int64_t> stride, std::vector<std::int64_t> padding,
-      std::vector<std::int64_t> dilation, std::int64_t groups, bool autocast) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x,
+                            const c10::optional<at::Tensor>& weight_arg,
+                            const c10::optional<at::Tensor>& bias_arg,
+                            const c10::optional<at::Tensor>& running_mean,
+                            const c10::optional<at::Tensor>& running_var, double momentum,
+                            double eps, const at::Tensor& conv_weight,
+                            const c10::optional<at::Tensor>& conv_bias,
+                            std::vector<std::int64_t> stride, std::vector<std::int64_t> padding,
+                            std::vector<std::int64_t> dilation, std::int64_t groups, bool autocast,
+                            const std::string& op) {
     const at::Tensor weight = weight_arg.value_or(at::Tensor());
     const at::Tensor bias = bias_arg.value_or(at::Tensor());
     const ConvShape shape{conv_bias.has_value(),
@@ -328,17 +352,19 @@ struct BatchNormReLUConvolution : torch::autograd::Function<BatchNormReLUConvolu
     // Saved tensors, unlike saved_data, are released when this node's backward has run.
     ctx->save_for_backward(saved);
     shape.save(ctx);
+    save_op(ctx, op);
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    refuse_double_backward(ctx);
     const variable_list saved = ctx->get_saved_variables();
     // The convolution's input, recomputed.
     const ConvShape shape = ConvShape::load(ctx);
     const std::array<at::Tensor, 5> g = batch_norm_relu_conv_backward(
         grads[0], shape.input(at::relu(saved[kKeptFirst]), saved[kConvWeight]), saved, shape, ctx);
     variable_list out = {g[0], g[1], g[2]};
-    out.resize(14);  // nothing for the statistics, momentum, eps, the convolution's shape, autocast
+    out.resize(15);  // none for the statistics, momentum, eps, convolution's shape, autocast, op
     out[7] = g[3];
     out[8] = g[4];
     return out;
@@ -385,10 +411,12 @@ struct BatchNormReLUConvolutionBatchNorm
     shape.save(ctx);
     ctx->saved_data["eps2"] = eps2;
     ctx->saved_data["backend2"] = bn2.backend;
+    save_op(ctx, "batch_norm_relu_conv2d_batch_norm");
     return bn2.y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    refuse_double_backward(ctx);
     const variable_list saved = ctx->get_saved_variables();
     constexpr std::size_t k = kBatchNormReLUConvSaved;
     const at::Tensor& weight2 = saved[k];
@@ -435,9 +463,11 @@ at::Tensor plain_batch_norm(const at::Tensor& x, const at::Tensor& weight, const
                         at::globalContext().userEnabledCuDNN());
 }
 
+// `op`: the op the caller called, which an error names.
 at::Tensor batch_norm_variant(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                               const at::Tensor& running_mean, const at::Tensor& running_var,
-                              bool training, double momentum, double eps, bool fuse_relu) {
+                              bool training, double momentum, double eps, bool fuse_relu,
+                              const char* op) {
   if (op_mode() == OpMode::kDefault || !training || !needs_grad(x, weight, bias)) {
     at::Tensor y =
         plain_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps);
@@ -446,15 +476,18 @@ at::Tensor batch_norm_variant(const at::Tensor& x, const at::Tensor& weight, con
   TORCH_CHECK(x.dim() >= 2, "monet::ops::batch_norm: expected an input of 2 or more dims, got ",
               x.dim());
   return OutputKeepingBatchNorm::apply(x, optional(weight), optional(bias), optional(running_mean),
-                                       optional(running_var), momentum, eps, fuse_relu);
+                                       optional(running_var), momentum, eps, fuse_relu,
+                                       std::string(op));
 }
 
-// conv2d(relu(batch_norm(x))): the plain ops, or the compact op where it keeps less.
+// conv2d(relu(batch_norm(x))): the plain ops, or the compact op where it keeps less. `op`: the op
+// the caller called, which an error names.
 at::Tensor bn_relu_conv2d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                           const at::Tensor& running_mean, const at::Tensor& running_var,
                           bool training, double momentum, double eps, const at::Tensor& conv_weight,
                           const at::Tensor& conv_bias, at::IntArrayRef stride,
-                          at::IntArrayRef padding, at::IntArrayRef dilation, std::int64_t groups) {
+                          at::IntArrayRef padding, at::IntArrayRef dilation, std::int64_t groups,
+                          const char* op) {
   const bool grad =
       at::GradMode::is_enabled() && (needs_grad(x, weight, bias) || conv_weight.requires_grad() ||
                                      (conv_bias.defined() && conv_bias.requires_grad()));
@@ -464,10 +497,10 @@ at::Tensor bn_relu_conv2d(const at::Tensor& x, const at::Tensor& weight, const a
     return at::conv2d(at::relu(y), conv_weight, conv_bias, stride, padding, dilation, groups);
   }
   const AutocastConv conv = autocast_conv(x, conv_weight, conv_bias);
-  return BatchNormReLUConvolution::apply(x, optional(weight), optional(bias),
-                                         optional(running_mean), optional(running_var), momentum,
-                                         eps, conv.weight, optional(conv.bias), stride.vec(),
-                                         padding.vec(), dilation.vec(), groups, conv.autocast);
+  return BatchNormReLUConvolution::apply(
+      x, optional(weight), optional(bias), optional(running_mean), optional(running_var), momentum,
+      eps, conv.weight, optional(conv.bias), stride.vec(), padding.vec(), dilation.vec(), groups,
+      conv.autocast, std::string(op));
 }
 
 void check_conv_args(const char* op, const at::Tensor& x, const at::Tensor& conv_weight,
@@ -486,7 +519,7 @@ at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::T
                       double momentum, double eps) {
   count_variant_op_call();
   return batch_norm_variant(x, weight, bias, running_mean, running_var, training, momentum, eps,
-                            /*fuse_relu=*/false);
+                            /*fuse_relu=*/false, "batch_norm");
 }
 
 at::Tensor batch_norm_relu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
@@ -494,7 +527,7 @@ at::Tensor batch_norm_relu(const at::Tensor& x, const at::Tensor& weight, const 
                            bool training, double momentum, double eps) {
   count_variant_op_call();
   return batch_norm_variant(x, weight, bias, running_mean, running_var, training, momentum, eps,
-                            /*fuse_relu=*/true);
+                            /*fuse_relu=*/true, "batch_norm_relu");
 }
 
 at::Tensor batch_norm_relu_conv2d(const at::Tensor& x, const at::Tensor& weight,
@@ -507,7 +540,8 @@ at::Tensor batch_norm_relu_conv2d(const at::Tensor& x, const at::Tensor& weight,
   count_variant_op_call();
   check_conv_args("batch_norm_relu_conv2d", x, conv_weight, stride, padding, dilation);
   return bn_relu_conv2d(x, weight, bias, running_mean, running_var, training, momentum, eps,
-                        conv_weight, conv_bias, stride, padding, dilation, groups);
+                        conv_weight, conv_bias, stride, padding, dilation, groups,
+                        "batch_norm_relu_conv2d");
 }
 
 at::Tensor batch_norm_relu_conv2d_batch_norm(const at::Tensor& x, const BatchNormArgs& first,
@@ -526,10 +560,10 @@ at::Tensor batch_norm_relu_conv2d_batch_norm(const at::Tensor& x, const BatchNor
     const at::Tensor c =
         bn_relu_conv2d(x, first.weight, first.bias, first.running_mean, first.running_var, training,
                        first.momentum, first.eps, conv.weight, conv.bias, conv.stride, conv.padding,
-                       conv.dilation, conv.groups);
+                       conv.dilation, conv.groups, "batch_norm_relu_conv2d_batch_norm");
     return batch_norm_variant(c, second.weight, second.bias, second.running_mean,
                               second.running_var, training, second.momentum, second.eps,
-                              /*fuse_relu=*/false);
+                              /*fuse_relu=*/false, "batch_norm_relu_conv2d_batch_norm");
   }
   const AutocastConv cast = autocast_conv(x, conv.weight, conv.bias);
   return BatchNormReLUConvolutionBatchNorm::apply(

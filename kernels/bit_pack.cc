@@ -173,9 +173,12 @@ void scale_loop(const std::uint32_t* words, std::int64_t n, const T* in, T scale
 template <typename Keep>
 void pack_cpu(const at::Tensor& c, const at::Tensor& mask, Keep keep) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, c.scalar_type(), "monet_pack", [&] {
+    // Half and bfloat16 compare as float, which holds them exactly; float and double as
+    // themselves (a double below float's range would round to 0 as a float).
+    using Exact = std::conditional_t<kVectorCompare<scalar_t>, scalar_t, float>;
     pack_loop(
         c.data_ptr<scalar_t>(), c.numel(), words_of(mask),
-        [keep](scalar_t v) { return keep(static_cast<float>(v)); }, keep);
+        [keep](scalar_t v) { return keep(static_cast<Exact>(v)); }, keep);
   });
 }
 
@@ -214,7 +217,9 @@ at::Tensor unpack_bits_aten(const at::Tensor& mask, std::int64_t n) {
       .to(at::kBool);
 }
 
-at::Tensor pack_positive_aten(const at::Tensor& t) { return pack_bits_aten(t.gt(0)); }
+at::Tensor pack_relu_mask_aten(const at::Tensor& t) {
+  return pack_bits_aten(t.le(0).logical_not());
+}
 
 at::Tensor pack_nonzero_aten(const at::Tensor& t) { return pack_bits_aten(t.ne(0)); }
 
@@ -232,17 +237,18 @@ at::Tensor scale_by_mask_aten(const at::Tensor& x, const at::Tensor& mask, doubl
   return (x.contiguous() * mask_to_values_aten(mask, x)).mul_(1.0 / keep);
 }
 
-at::Tensor pack_positive(const at::Tensor& t) {
+at::Tensor pack_relu_mask(const at::Tensor& t) {
   const at::Tensor c = t.contiguous();
-  if (runs_aten(c)) return pack_positive_aten(c);
+  if (runs_aten(c)) return pack_relu_mask_aten(c);
   at::Tensor mask = empty_mask(c.numel(), c.options());
   if (on_cpu(c, "mask")) {
-    pack_cpu(c, mask, [](auto v) { return v > 0; });
+    // Not v > 0: a NaN output passes its gradient in torch's ReLU backward.
+    pack_cpu(c, mask, [](auto v) { return !(v <= 0); });
     return mask;
   }
 #ifdef MONET_CUDA_KERNELS
   c10::cuda::CUDAGuard guard(c.device());
-  cuda::launch_pack_positive(c.data_ptr<float>(), words_of(mask), c.numel(), stream_of(c));
+  cuda::launch_pack_relu_mask(c.data_ptr<float>(), words_of(mask), c.numel(), stream_of(c));
 #endif
   return mask;
 }

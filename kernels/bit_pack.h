@@ -14,8 +14,9 @@ namespace monet::kernels {
 // The packed words of `n` bits (int32, ceil(n / 32) words, on `options`' device).
 at::Tensor empty_mask(std::int64_t n, const at::TensorOptions& options);
 
-// bit i = (t[i] > 0). NaN gives 0.
-at::Tensor pack_positive(const at::Tensor& t);
+// ReLU's mask: bit i = !(t[i] <= 0), the elements where torch's ReLU backward
+// (threshold_backward: result <= 0 ? 0 : grad) passes the gradient. NaN gives 1, either zero 0.
+at::Tensor pack_relu_mask(const at::Tensor& t);
 // bit i = (t[i] != 0). Floating tensors; and bool tensors on CUDA (torch's CUDA dropout mask).
 at::Tensor pack_nonzero(const at::Tensor& t);
 // A tensor of grad's sizes and dtype: grad[i] where bit i is set, else 0.
@@ -39,7 +40,7 @@ at::Tensor dropout_keep_mask(std::uint64_t seed, std::uint64_t offset, std::int6
 // pack_bits_aten packs a bool tensor; unpack_bits_aten gives `n` bools back.
 at::Tensor pack_bits_aten(const at::Tensor& bits);
 at::Tensor unpack_bits_aten(const at::Tensor& mask, std::int64_t n);
-at::Tensor pack_positive_aten(const at::Tensor& t);
+at::Tensor pack_relu_mask_aten(const at::Tensor& t);
 at::Tensor pack_nonzero_aten(const at::Tensor& t);
 at::Tensor select_by_mask_aten(const at::Tensor& grad, const at::Tensor& mask);
 at::Tensor mask_to_values_aten(const at::Tensor& mask, const at::Tensor& like);

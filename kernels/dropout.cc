@@ -2,6 +2,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <mutex>
@@ -23,6 +24,16 @@ using torch::autograd::variable_list;
 // tensor of the noise.
 at::Tensor apply_mask(const at::Tensor& x, const at::Tensor& mask, double p) {
   return kernels::scale_by_mask(x, mask, 1 - p);
+}
+
+// The backward's masking of the gradient g. Under create_graph (grad mode on in a backward) the
+// result must carry a graph for the gradient of this gradient: ATen operations, rounded as torch's
+// dropout backward rounds (on the CPU its Mul node: g times the noise, the noise's 1 divided by
+// 1 - p in g's dtype; elsewhere native_dropout_backward's g times 0 or 1, then times 1 / (1 - p)).
+at::Tensor mask_gradient(const at::Tensor& g, const at::Tensor& mask, double p) {
+  if (!at::GradMode::is_enabled()) return apply_mask(g, mask, p);
+  if (g.is_cpu()) return g * kernels::mask_to_values(mask, g).div_(1 - p);
+  return kernels::scale_by_mask_aten(g, mask, 1 - p);
 }
 
 // torch's own dropout of x and its keep mask, packed to bits. On the CPU torch draws Bernoulli(1 -
@@ -59,7 +70,7 @@ struct CompactDropout : torch::autograd::Function<CompactDropout> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor mask = ctx->get_saved_variables()[0];
-    return {apply_mask(grads[0], mask, ctx->saved_data["p"].toDouble()), at::Tensor()};
+    return {mask_gradient(grads[0], mask, ctx->saved_data["p"].toDouble()), at::Tensor()};
   }
 };
 
@@ -81,7 +92,7 @@ struct RegeneratingDropout : torch::autograd::Function<RegeneratingDropout> {
     const at::Tensor mask = kernels::dropout_keep_mask(
         static_cast<std::uint64_t>(ctx->saved_data["seed"].toInt()),
         static_cast<std::uint64_t>(ctx->saved_data["offset"].toInt()), g.numel(), p, g.options());
-    return {apply_mask(g, mask, p), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {mask_gradient(g, mask, p), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 

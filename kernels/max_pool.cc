@@ -3,6 +3,9 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/util/accumulate.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <array>
@@ -31,14 +34,70 @@ struct Window {
 
 std::int64_t at_or_only(at::IntArrayRef a, std::size_t i) { return a.size() == 1 ? a[0] : a[i]; }
 
-Window window_of(at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
-                 at::IntArrayRef dilation, bool ceil_mode) {
+// torch's pooling_output_shape: the output's size along one dim (stride not 0).
+std::int64_t pooled_size(std::int64_t in, std::int64_t k, std::int64_t pad, std::int64_t stride,
+                         std::int64_t dilation, bool ceil_mode) {
+  const std::int64_t span = in + 2 * pad - dilation * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  // Rounded down (torch's div_rtn), not toward 0: a window longer than the padded input gives no
+  // output, which the caller refuses.
+  std::int64_t out = span / stride;
+  if (span % stride != 0 && (span < 0) != (stride < 0)) --out;
+  ++out;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+// max_pool2d's window for input x, checked as torch's max_pool2d_with_indices checks its arguments
+// (in its order, with its messages): the CUDA path sizes its output and casts the window to int
+// itself, where a zero stride divided by zero and a 5-d input was pooled as planes.
+Window checked_window(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRef stride,
+                      at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
   TORCH_CHECK(kernel.size() == 1 || kernel.size() == 2,
-              "max_pool2d: kernel_size must be one int or two, got ", kernel.size());
-  at::IntArrayRef s = stride.empty() ? kernel : stride;
-  return {at_or_only(kernel, 0),   at_or_only(kernel, 1),   at_or_only(s, 0),
-          at_or_only(s, 1),        at_or_only(padding, 0),  at_or_only(padding, 1),
-          at_or_only(dilation, 0), at_or_only(dilation, 1), ceil_mode};
+              "max_pool2d: kernel_size must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(stride.empty() || stride.size() == 1 || stride.size() == 2,
+              "max_pool2d: stride must either be omitted, a single int, or a tuple of two ints");
+  TORCH_CHECK(padding.size() == 1 || padding.size() == 2,
+              "max_pool2d: padding must be either be a single int, or a tuple of two ints");
+  TORCH_CHECK(dilation.size() == 1 || dilation.size() == 2,
+              "max_pool2d: dilation must be either a single int, or a tuple of two ints");
+  const at::IntArrayRef s = stride.empty() ? kernel : stride;
+  const Window win{at_or_only(kernel, 0),   at_or_only(kernel, 1),   at_or_only(s, 0),
+                   at_or_only(s, 1),        at_or_only(padding, 0),  at_or_only(padding, 1),
+                   at_or_only(dilation, 0), at_or_only(dilation, 1), ceil_mode};
+  for (std::int64_t v : {win.kh, win.kw, win.sh, win.sw, win.ph, win.pw, win.dh, win.dw}) {
+    TORCH_CHECK(std::numeric_limits<int>::min() <= v && v <= std::numeric_limits<int>::max(),
+                "integer out of range");
+  }
+  TORCH_CHECK(x.dim() == 3 || x.dim() == 4,
+              "non-empty 3D or 4D (batch mode) tensor expected for input");
+  const std::int64_t height = x.size(-2), width = x.size(-1);
+  const auto size_along = [ceil_mode](std::int64_t in, std::int64_t k, std::int64_t pad,
+                                      std::int64_t step, std::int64_t dilation) {
+    TORCH_CHECK(step != 0, "stride should not be zero");
+    TORCH_CHECK(pad >= 0, "pad must be non-negative, but got pad: ", pad);
+    TORCH_CHECK(pad <= k / 2, "pad should be at most half of kernel size, but got pad=", pad,
+                " and kernel_size=", k);
+    return pooled_size(in, k, pad, step, dilation, ceil_mode);
+  };
+  const std::int64_t out_height = size_along(height, win.kh, win.ph, win.sh, win.dh);
+  const std::int64_t out_width = size_along(width, win.kw, win.pw, win.sw, win.dw);
+  TORCH_CHECK(win.kw > 0 && win.kh > 0, "kernel size should be greater than zero, but got ",
+              "kH: ", win.kh, " kW: ", win.kw);
+  TORCH_CHECK(win.sw > 0 && win.sh > 0, "stride should be greater than zero, but got dH: ", win.sh,
+              " dW: ", win.sw);
+  TORCH_CHECK(win.dh > 0 && win.dw > 0, "dilation should be greater than zero, but got ",
+              "dilationH: ", win.dh, " dilationW: ", win.dw);
+  const bool valid_dims = x.size(1) != 0 && x.size(2) != 0;
+  TORCH_CHECK((x.dim() == 3 && x.size(0) != 0 && valid_dims) ||
+                  (x.dim() == 4 && valid_dims && x.size(3) != 0),
+              "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, "
+              "but got:",
+              x.sizes());
+  const std::int64_t planes = x.size(-3);
+  TORCH_CHECK(out_height >= 1 && out_width >= 1, "Given input size: (", planes, "x", height, "x",
+              width, "). Calculated output size: (", planes, "x", out_height, "x", out_width,
+              "). Output size is too small");
+  return win;
 }
 
 // Nibble o of `codes`: low half of byte o / 2 for even o, high half for odd o.
@@ -89,6 +148,25 @@ at::Tensor codes_from_indices(const at::Tensor& indices, const Window& win, std:
   return codes;
 }
 
+// torch's int64 indices (h * width + w within each plane) of outputs of `out_sizes`, from their
+// codes, in ATen operations on the codes' device.
+at::Tensor indices_from_codes(const at::Tensor& codes, const Window& win, at::IntArrayRef out_sizes,
+                              std::int64_t width) {
+  const std::int64_t n = c10::multiply_integers(out_sizes);
+  const at::Tensor bytes = codes.to(at::kLong);
+  // Nibble o is the low half of byte o / 2 for even o, the high half for odd o.
+  const at::Tensor code = at::stack({bytes.bitwise_and(0xF), at::bitwise_right_shift(bytes, 4)}, 1)
+                              .view({-1})
+                              .narrow(0, 0, n)
+                              .view(out_sizes);
+  const std::int64_t oh_count = out_sizes[out_sizes.size() - 2], ow_count = out_sizes.back();
+  const at::Tensor top = (at::arange(oh_count, bytes.options()) * win.sh - win.ph).view({-1, 1});
+  const at::Tensor left = at::arange(ow_count, bytes.options()) * win.sw - win.pw;
+  const at::Tensor h = top + at::div(code, win.kw, "floor") * win.dh;
+  const at::Tensor w = left + at::remainder(code, win.kw) * win.dw;
+  return h * width + w;
+}
+
 // grad_x of `input_sizes` with each output's grad added at its window's argmax.
 at::Tensor scatter_to_argmax(const at::Tensor& grad, const at::Tensor& codes, const Window& win,
                              const std::vector<std::int64_t>& input_sizes) {
@@ -126,15 +204,6 @@ at::Tensor scatter_to_argmax(const at::Tensor& grad, const at::Tensor& codes, co
 }
 
 #ifdef MONET_CUDA_KERNELS
-// torch's pooling_output_shape.
-std::int64_t pooled_size(std::int64_t in, std::int64_t k, std::int64_t pad, std::int64_t stride,
-                         std::int64_t dilation, bool ceil_mode) {
-  const std::int64_t span = in + 2 * pad - dilation * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  std::int64_t out = span / stride + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
-}
-
 cuda::PoolGeometry geometry_of(const std::vector<std::int64_t>& input_sizes,
                                std::int64_t out_height, std::int64_t out_width, const Window& win) {
   const std::int64_t height = input_sizes[input_sizes.size() - 2], width = input_sizes.back();
@@ -184,8 +253,8 @@ struct CompactMaxPool : torch::autograd::Function<CompactMaxPool> {
     // Saved tensors, unlike saved_data, are released when this node's backward has run.
     ctx->save_for_backward({codes});
     ctx->saved_data["sizes"] = sizes;
-    ctx->saved_data["window"] =
-        std::vector<std::int64_t>{win.kh, win.kw, win.sh, win.sw, win.ph, win.pw, win.dh, win.dw};
+    ctx->saved_data["window"] = std::vector<std::int64_t>{
+        win.kh, win.kw, win.sh, win.sw, win.ph, win.pw, win.dh, win.dw, win.ceil_mode ? 1 : 0};
     return y;
   }
 
@@ -193,8 +262,18 @@ struct CompactMaxPool : torch::autograd::Function<CompactMaxPool> {
     const at::Tensor codes = ctx->get_saved_variables()[0];
     const std::vector<std::int64_t> sizes = ctx->saved_data["sizes"].toIntVector();
     const std::vector<std::int64_t> w = ctx->saved_data["window"].toIntVector();
-    const Window win{w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], false};
+    const Window win{w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8] != 0};
     const at::Tensor& g = grads[0];
+    if (at::GradMode::is_enabled()) {
+      // Under create_graph the gradient must carry a graph for the gradient of this gradient:
+      // ATen's own backward, whose derivative torch has, on torch's indices rebuilt from the
+      // codes. It takes an input only for its sizes.
+      const at::Tensor indices = indices_from_codes(codes, win, g.sizes(), sizes.back());
+      return {at::max_pool2d_with_indices_backward(
+                  g, at::empty(sizes, g.options()), {win.kh, win.kw}, {win.sh, win.sw},
+                  {win.ph, win.pw}, {win.dh, win.dw}, win.ceil_mode, indices),
+              at::Tensor()};
+    }
     if (kernels::on_cpu(g, "max_pool2d")) {
       return {scatter_to_argmax(g, codes, win, sizes), at::Tensor()};
     }
@@ -214,12 +293,15 @@ struct CompactMaxPool : torch::autograd::Function<CompactMaxPool> {
 
 at::Tensor max_pool2d(const at::Tensor& x, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                       at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
-  const bool variant = kernels::run_variant(x) && kernels::pool_codes_run_on(x);
-  const Window win = window_of(kernel_size, stride, padding, dilation, ceil_mode);
-  // The codes index windows of at most 16 positions in planes of under 2^32 elements.
-  if (!variant || win.kh * win.kw > kMaxWindow || x.dim() < 3 ||
-      x.size(-2) * x.size(-1) > std::numeric_limits<std::uint32_t>::max()) {
+  const auto plain = [&] {
     return at::max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode);
+  };
+  if (!kernels::run_variant(x) || !kernels::pool_codes_run_on(x)) return plain();
+  const Window win = checked_window(x, kernel_size, stride, padding, dilation, ceil_mode);
+  // The codes index windows of at most 16 positions in planes of under 2^32 elements.
+  if (win.kh * win.kw > kMaxWindow ||
+      x.size(-2) * x.size(-1) > std::numeric_limits<std::uint32_t>::max()) {
+    return plain();
   }
   return CompactMaxPool::apply(x, win);
 }

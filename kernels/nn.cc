@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "monet/ops.h"
 
@@ -274,6 +275,25 @@ void BatchNorm2dReLUConv2dImpl::pretty_print(std::ostream& stream) const {
 
 // --- BatchNorm2dReLUConv2dBatchNorm2d ----------------------------------------------------------
 
+namespace {
+
+// The sizes of conv's output for a 4-d `input`, with `padding` on both sides of each dim.
+std::vector<std::int64_t> conv_output_sizes(const torch::Tensor& input,
+                                            const torch::nn::Conv2dImpl& conv,
+                                            const std::vector<std::int64_t>& padding) {
+  std::vector<std::int64_t> sizes{input.size(0), conv.options.out_channels()};
+  for (std::size_t d = 0; d < 2; ++d) {
+    const std::int64_t extent =
+        (*conv.options.dilation())[d] * ((*conv.options.kernel_size())[d] - 1) + 1;
+    const std::int64_t span = input.size(2 + d) + 2 * padding[d] - extent;
+    // A window longer than the padded input is the convolution's error, which it raises itself.
+    sizes.push_back(span < 0 ? 0 : span / (*conv.options.stride())[d] + 1);
+  }
+  return sizes;
+}
+
+}  // namespace
+
 BatchNorm2dReLUConv2dBatchNorm2dImpl::BatchNorm2dReLUConv2dBatchNorm2dImpl(
     const torch::nn::BatchNorm2dOptions& bn_options, const torch::nn::Conv2dOptions& conv_options,
     const torch::nn::BatchNorm2dOptions& bn2_options)
@@ -315,6 +335,14 @@ torch::Tensor BatchNorm2dReLUConv2dBatchNorm2dImpl::forward(const torch::Tensor&
   }
   const double momentum = bn.step(input);
   const double momentum2 = bn2.step(input);  // checks a 4-d input, counts the batch
+  if (bn2.uses_batch_stats()) {
+    // torch's check of the second BatchNorm's input, the convolution's output, not of `input`: a
+    // strided convolution can leave one value per channel where the block's input had more.
+    const std::vector<std::int64_t> sizes = conv_output_sizes(input, conv, first->padding());
+    TORCH_CHECK(sizes[0] * sizes[2] * sizes[3] != 1,
+                "Expected more than 1 value per channel when training, got input size ",
+                torch::IntArrayRef(sizes));
+  }
   const ops::BatchNormArgs args{bn.weight,      bn.bias,  bn.running_mean,
                                 bn.running_var, momentum, bn.options.eps()};
   const ops::BatchNormArgs args2{bn2.weight,      bn2.bias,  bn2.running_mean,

@@ -1,5 +1,6 @@
 // ReLU that keeps a 1-bit mask for backward instead of its output.
 #include <ATen/Functions.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "kernels/bit_pack.h"
@@ -20,7 +21,7 @@ struct CompactRelu : torch::autograd::Function<CompactRelu> {
     if (!kernels::cuda_kernels_take(x)) {
       // torch's own kernel, so that y is bit for bit torch's; the mask is read off y.
       y = at::relu(x);
-      mask = kernels::pack_positive(y);
+      mask = kernels::pack_relu_mask(y);
     } else {
 #ifdef MONET_CUDA_KERNELS
       const at::Tensor c = x.contiguous();
@@ -39,7 +40,10 @@ struct CompactRelu : torch::autograd::Function<CompactRelu> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor mask = ctx->get_saved_variables()[0];
-    // torch's threshold_backward gives grad where y > 0, else exactly 0: the same selection.
+    // torch's threshold_backward gives grad where !(y <= 0), else exactly 0: the same selection.
+    // Under create_graph (grad mode on here) the selection must carry a graph for the gradient
+    // of this gradient: ATen's where, the same values.
+    if (at::GradMode::is_enabled()) return {kernels::select_by_mask_aten(grads[0], mask)};
     return {kernels::select_by_mask(grads[0], mask)};
   }
 };

@@ -87,6 +87,12 @@ __device__ std::int64_t thread_index() {
   return blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
 }
 
+// ReLU's mask: where torch's ReLU backward (result <= 0 ? 0 : grad) passes the gradient, NaN
+// included.
+struct ReluMask {
+  __device__ bool operator()(float v) const { return !(v <= 0.0f); }
+};
+
 template <bool kVector>
 __global__ void relu_pack_kernel(const float* x, float* y, std::uint32_t* mask, std::int64_t n) {
   const std::int64_t t = thread_index(), i = kPerThread * t;
@@ -96,7 +102,7 @@ __global__ void relu_pack_kernel(const float* x, float* y, std::uint32_t* mask, 
   for (int k = 0; k < kPerThread; ++k) {
     const float r = v[k] > 0.0f ? v[k] : (v[k] != v[k] ? v[k] : 0.0f);  // NaN stays, as in torch
     v[k] = r;
-    bits |= static_cast<unsigned>(r > 0.0f) << k;
+    bits |= static_cast<unsigned>(ReluMask{}(r)) << k;
   }
   if (i < n) store4<kVector>(y, i, n, v);
   store_nibble(bits, t, n, mask);
@@ -120,9 +126,6 @@ struct NonZero {
   __device__ bool operator()(T v) const {
     return v != T(0);
   }
-};
-struct Positive {  // false for NaN, as relu's mask
-  __device__ bool operator()(float v) const { return v > 0.0f; }
 };
 
 // out[i] = f(bit i, x[i]) (x[i] = 0 where x is null): the mask's elementwise kernels.
@@ -215,9 +218,9 @@ void launch_pack_bytes(const std::uint8_t* t, std::uint32_t* mask, std::int64_t 
   launch_pack(t, mask, n, NonZero{}, stream);
 }
 
-void launch_pack_positive(const float* t, std::uint32_t* mask, std::int64_t n,
-                          cudaStream_t stream) {
-  launch_pack(t, mask, n, Positive{}, stream);
+void launch_pack_relu_mask(const float* t, std::uint32_t* mask, std::int64_t n,
+                           cudaStream_t stream) {
+  launch_pack(t, mask, n, ReluMask{}, stream);
 }
 
 void launch_scale_by_mask(const float* x, const std::uint32_t* mask, float scale, float* out,

@@ -16,7 +16,8 @@ namespace monet::cuda {
 // Words needed for n bits.
 inline std::int64_t mask_words(std::int64_t n) { return (n + 31) / 32; }
 
-// y = relu(x) (NaN stays NaN) and mask bit i = (y[i] > 0), for n elements.
+// y = relu(x) (NaN stays NaN) and mask bit i = !(y[i] <= 0) (1 for NaN, as torch's ReLU backward
+// passes the gradient there), for n elements.
 void launch_relu_pack(const float* x, float* y, std::uint32_t* mask, std::int64_t n,
                       cudaStream_t stream);
 // grad_x[i] = mask bit i ? grad_y[i] : 0 (ReLU's and fused BatchNorm-ReLU's backward).
@@ -27,8 +28,9 @@ void launch_pack_nonzero(const float* t, std::uint32_t* mask, std::int64_t n, cu
 // mask bit i = (t[i] != 0) for bytes (a bool tensor's, as torch's CUDA dropout returns its mask).
 void launch_pack_bytes(const std::uint8_t* t, std::uint32_t* mask, std::int64_t n,
                        cudaStream_t stream);
-// mask bit i = (t[i] > 0), false for NaN (ReLU's mask read off its output).
-void launch_pack_positive(const float* t, std::uint32_t* mask, std::int64_t n, cudaStream_t stream);
+// ReLU's mask read off its output: bit i = !(t[i] <= 0), 1 for NaN.
+void launch_pack_relu_mask(const float* t, std::uint32_t* mask, std::int64_t n,
+                           cudaStream_t stream);
 // out[i] = x[i] * (mask bit i ? scale : 0) (dropout's masking, one pass).
 void launch_scale_by_mask(const float* x, const std::uint32_t* mask, float scale, float* out,
                           std::int64_t n, cudaStream_t stream);
@@ -45,8 +47,8 @@ struct PoolGeometry {
   int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
 };
 // y = max pool of x, and codes[o] = the argmax's position within its window (dh * kernel_w + dw),
-// 4 bits per output (kernel_h * kernel_w <= 16). The first maximum in window order wins; a NaN
-// wins over numbers, as in PyTorch.
+// 4 bits per output (kernel_h * kernel_w <= 16). The first maximum in window order wins, and a
+// NaN wins over numbers and over an earlier NaN: torch's `val > maxval || isnan(val)`.
 void launch_max_pool2d_compact(const float* x, float* y, std::uint8_t* codes,
                                const PoolGeometry& geometry, cudaStream_t stream);
 // grad_x (planes x height x width, every element written) receives grad_y at each window's

@@ -25,8 +25,9 @@ __device__ std::uint8_t pool_one(const float* x, float* y, const PoolGeometry& g
       const std::int64_t w = ow * g.stride_w - g.pad_w + j * g.dilation_w;
       if (w < 0 || w >= g.width) continue;
       const float v = plane[h * g.width + w];
-      // The first maximum wins; a NaN beats every number (PyTorch's rule).
-      if (best_code < 0 || v > best || (v != v && best == best)) {
+      // torch's rule (`val > maxval || isnan(val)`): the first maximum wins, and every NaN
+      // beats what came before it, an earlier NaN included, so the last NaN wins.
+      if (best_code < 0 || v > best || v != v) {
         best = v;
         best_code = i * g.kernel_w + j;
       }

@@ -17,13 +17,16 @@ namespace {
 // Sizes around word boundaries, and one large enough to run in parallel tasks.
 const std::int64_t kSizes[] = {1, 31, 32, 33, 64, 1000, 300007};
 
-TEST(BitPackTest, PackPositiveMatchesReference) {
+// ReLU's mask: where torch's ReLU backward (result <= 0 ? 0 : grad) passes the gradient.
+at::Tensor relu_bits(const at::Tensor& t) { return t.le(0).logical_not(); }
+
+TEST(BitPackTest, PackReluMaskMatchesReference) {
   for (std::int64_t n : kSizes) {
     at::Tensor t = at::randn({n});
-    at::Tensor mask = pack_positive(t);
+    at::Tensor mask = pack_relu_mask(t);
     EXPECT_EQ(mask.numel(), (n + 31) / 32);
-    EXPECT_TRUE(at::equal(mask, pack_bool_reference(t > 0))) << n;
-    EXPECT_TRUE(at::equal(unpack_bool_reference(mask, n), t > 0)) << n;
+    EXPECT_TRUE(at::equal(mask, pack_bool_reference(relu_bits(t)))) << n;
+    EXPECT_TRUE(at::equal(unpack_bool_reference(mask, n), relu_bits(t))) << n;
   }
 }
 
@@ -43,21 +46,39 @@ at::Tensor bits_of(const at::Tensor& t) {
   }
 }
 
-TEST(BitPackTest, PackPositiveMatchesReferenceInEveryDtype) {
+TEST(BitPackTest, PackReluMaskMatchesReferenceInEveryDtype) {
   for (at::ScalarType dtype : kDtypes) {
     for (std::int64_t n : kSizes) {
       at::Tensor t = at::randn({n}).to(dtype);
-      EXPECT_TRUE(at::equal(pack_positive(t), pack_bool_reference(t > 0))) << dtype << " " << n;
+      EXPECT_TRUE(at::equal(pack_relu_mask(t), pack_bool_reference(relu_bits(t))))
+          << dtype << " " << n;
     }
   }
 }
 
-TEST(BitPackTest, NanIsNotPositive) {
+// torch's ReLU backward passes the gradient where its output is NaN (NaN <= 0 is false) and drops
+// it at either zero: the mask's bit is 1 for NaN, as the loops (16 bytes at a time in a full word,
+// one at a time in a partial one) and the ATen form both pack it.
+TEST(BitPackTest, ReluMaskFollowsTorchsRuleAtNanAndZeros) {
+  const float inf = std::numeric_limits<float>::infinity();
   for (at::ScalarType dtype : kDtypes) {
     // 40 elements: one full word and a partial one.
-    at::Tensor t = at::tensor({1.0f, std::nanf(""), -1.0f, 0.0f, -0.0f}).repeat({8}).to(dtype);
-    at::Tensor bits = unpack_bool_reference(pack_positive(t), t.numel());
-    EXPECT_TRUE(at::equal(bits, at::tensor({1, 0, 0, 0, 0}).repeat({8}).to(at::kBool))) << dtype;
+    at::Tensor t = at::tensor({1.0f, std::nanf(""), -1.0f, 0.0f, -0.0f, inf, -inf, -std::nanf("")})
+                       .repeat({5})
+                       .to(dtype);
+    const at::Tensor want = at::tensor({1, 1, 0, 0, 0, 1, 0, 1}).repeat({5}).to(at::kBool);
+    EXPECT_TRUE(at::equal(unpack_bool_reference(pack_relu_mask(t), t.numel()), want)) << dtype;
+    EXPECT_TRUE(at::equal(unpack_bool_reference(pack_relu_mask_aten(t), t.numel()), want)) << dtype;
+  }
+}
+
+// Doubles compare as doubles in the partial last word too: 1e-300 is positive and nonzero, where
+// as a float it would be 0.
+TEST(BitPackTest, DoublesBelowFloatsRangeCountInEveryWord) {
+  for (double v : {1e-300, -1e-300}) {
+    const at::Tensor t = at::full({33}, v, at::kDouble);  // a full word and one more element
+    EXPECT_TRUE(at::equal(unpack_bool_reference(pack_relu_mask(t), 33), relu_bits(t))) << v;
+    EXPECT_TRUE(at::equal(unpack_bool_reference(pack_nonzero(t), 33), t != 0)) << v;
   }
 }
 
@@ -148,11 +169,12 @@ TEST(BitPackTest, AtenFormsEqualTheLoopsInEveryDtype) {
     for (std::int64_t n : kSizes) {
       SCOPED_TRACE(std::string(c10::toString(dtype)) + " " + std::to_string(n));
       at::Tensor t = at::randn({n}).to(dtype);
-      t.index_put_({at::arange(0, n, 7)}, 0);  // zeros, which are neither positive nor nonzero
+      t.index_put_({at::arange(0, n, 7)}, 0);  // zeros: in neither ReLU's mask nor nonzero
+      t.masked_fill_(at::arange(n) % 11 == 3, std::nan(""));  // NaNs: in both
       const at::Tensor bits = at::rand({n}) > 0.3;
       EXPECT_TRUE(at::equal(pack_bits_aten(bits), pack_bool_reference(bits)));
       EXPECT_TRUE(at::equal(unpack_bits_aten(pack_bits_aten(bits), n), bits));
-      EXPECT_TRUE(at::equal(pack_positive_aten(t), pack_positive(t)));
+      EXPECT_TRUE(at::equal(pack_relu_mask_aten(t), pack_relu_mask(t)));
       EXPECT_TRUE(at::equal(pack_nonzero_aten(t), pack_nonzero(t)));
       const at::Tensor mask = pack_bool_reference(bits);
       const at::Tensor grad = at::randn({n}).to(dtype).view({1, n});

@@ -61,6 +61,10 @@ bool bit(const std::vector<std::uint32_t>& mask, std::size_t i) {
   return (mask[i / 32] >> (i % 32)) & 1u;
 }
 
+// ReLU's mask bit for output (or input) v: where torch's ReLU backward (result <= 0 ? 0 : grad)
+// passes the gradient, NaN included.
+bool relu_bit(float v) { return !(v <= 0.0f); }
+
 // Sizes around a word (32 elements), a thread's four and a warp's 128, and large.
 const std::int64_t kSizes[] = {1, 3, 5, 31, 32, 33, 127, 128, 129, 1000, 4099, (1 << 20) + 3};
 
@@ -83,30 +87,30 @@ TEST(KernelsCudaTest, ReluPackAndMaskSelect) {
       } else {
         ASSERT_EQ(y[i], x[i] > 0 ? x[i] : 0.0f) << i;
       }
-      ASSERT_EQ(bit(m, i), x[i] > 0) << i;
-      ASSERT_EQ(gx[i], x[i] > 0 ? g[i] : 0.0f) << i;
+      ASSERT_EQ(bit(m, i), relu_bit(x[i])) << i;
+      ASSERT_EQ(gx[i], relu_bit(x[i]) ? g[i] : 0.0f) << i;
     }
   }
 }
 
-TEST(KernelsCudaTest, PackNonzeroPositiveAndUnpack) {
+TEST(KernelsCudaTest, PackNonzeroReluMaskAndUnpack) {
   SKIP_WITHOUT_DEVICE();
   for (std::int64_t n : kSizes) {
     std::vector<float> t = random_floats(n, 3);
     for (float& v : t) v = v > 0.3f ? 0.0f : v;
-    t[0] = std::nanf("");  // nonzero, not positive
+    t[0] = std::nanf("");  // nonzero, and in ReLU's mask
     DeviceBuffer<float> dt(t), out(n);
     DeviceBuffer<std::uint32_t> mask(mask_words(n));
-    DeviceBuffer<std::uint32_t> positive(mask_words(n));
+    DeviceBuffer<std::uint32_t> relu_mask(mask_words(n));
     launch_pack_nonzero(dt.get(), mask.get(), n, nullptr);
-    launch_pack_positive(dt.get(), positive.get(), n, nullptr);
+    launch_pack_relu_mask(dt.get(), relu_mask.get(), n, nullptr);
     launch_unpack(mask.get(), out.get(), n, nullptr);
     const auto m = mask.to_host();
-    const auto p = positive.to_host();
+    const auto r = relu_mask.to_host();
     const auto o = out.to_host();
     for (std::int64_t i = 0; i < n; ++i) {
       ASSERT_EQ(bit(m, i), t[i] != 0.0f) << i;
-      ASSERT_EQ(bit(p, i), t[i] > 0.0f) << i;
+      ASSERT_EQ(bit(r, i), relu_bit(t[i])) << i;
       ASSERT_EQ(o[i], t[i] != 0.0f ? 1.0f : 0.0f) << i;
     }
   }
@@ -135,11 +139,12 @@ TEST(KernelsCudaTest, ScaleByMaskIsDropoutsMultiply) {
     std::vector<float> keep = random_floats(n, 5);
     DeviceBuffer<float> dx(x), dk(keep), out(n);
     DeviceBuffer<std::uint32_t> mask(mask_words(n));
-    launch_pack_positive(dk.get(), mask.get(), n, nullptr);
+    // Any mask will do: ReLU's of random floats.
+    launch_pack_relu_mask(dk.get(), mask.get(), n, nullptr);
     launch_scale_by_mask(dx.get(), mask.get(), scale, out.get(), n, nullptr);
     const auto o = out.to_host();
     for (std::int64_t i = 0; i < n; ++i) {
-      const float expected = x[i] * (keep[i] > 0 ? scale : 0.0f);
+      const float expected = x[i] * (relu_bit(keep[i]) ? scale : 0.0f);
       ASSERT_EQ(std::memcmp(&o[i], &expected, sizeof(float)), 0) << i << ": " << o[i];
     }
   }
@@ -195,9 +200,9 @@ TEST(KernelsCudaTest, PointersOffTheVectorAlignmentGiveTheSameResults) {
       } else {
         ASSERT_EQ(y[i + 1], v > 0 ? v : 0.0f) << i;
       }
-      ASSERT_EQ(bit(m, i), v > 0) << i;
+      ASSERT_EQ(bit(m, i), relu_bit(v)) << i;
       ASSERT_EQ(bit(nz, i), std::isnan(v) || v > 0) << i;
-      ASSERT_EQ(gx[i + 1], v > 0 ? g[i + 1] : 0.0f) << i;
+      ASSERT_EQ(gx[i + 1], relu_bit(v) ? g[i + 1] : 0.0f) << i;
       ASSERT_EQ(bit(bm, i), bytes[i + 1] != 0) << i;
       const float expected = g[i + 1] * (bytes[i + 1] != 0 ? scale : 0.0f);
       ASSERT_EQ(std::memcmp(&scaled[i + 1], &expected, sizeof(float)), 0) << i;
@@ -206,7 +211,8 @@ TEST(KernelsCudaTest, PointersOffTheVectorAlignmentGiveTheSameResults) {
   }
 }
 
-// The host reference: max pooling with the first maximum (or a NaN) winning, window codes.
+// The host reference: max pooling with torch's rule (`val > maxval || isnan(val)`: the first
+// maximum wins, and the last NaN), window codes.
 void host_pool(const std::vector<float>& x, const PoolGeometry& g, std::vector<float>* y,
                std::vector<int>* codes) {
   for (std::int64_t p = 0; p < g.planes; ++p) {
@@ -220,7 +226,7 @@ void host_pool(const std::vector<float>& x, const PoolGeometry& g, std::vector<f
             const std::int64_t w = ow * g.stride_w - g.pad_w + j * g.dilation_w;
             if (h < 0 || h >= g.height || w < 0 || w >= g.width) continue;
             const float v = x[(p * g.height + h) * g.width + w];
-            if (code < 0 || v > best) {
+            if (code < 0 || v > best || std::isnan(v)) {
               best = v;
               code = i * g.kernel_w + j;
             }
@@ -245,7 +251,10 @@ TEST(KernelsCudaTest, MaxPoolCodesAndBackward) {
   for (const PoolGeometry& g : geometries) {
     const std::int64_t in = g.planes * g.height * g.width;
     const std::int64_t out = g.planes * g.out_height * g.out_width;
-    const std::vector<float> x = random_floats(in, 4);
+    std::vector<float> x = random_floats(in, 4);
+    // NaNs, two of them in the first window of every geometry here (a row's first two elements).
+    for (std::int64_t i = 0; i < in; i += 13) x[i] = std::nanf("");
+    x[1] = std::nanf("");
     const std::vector<float> gy = random_floats(out, 5);
     std::vector<float> want_y;
     std::vector<int> want_codes;
@@ -268,7 +277,7 @@ TEST(KernelsCudaTest, MaxPoolCodesAndBackward) {
     const auto c = codes.to_host();
     const auto gx = dgx.to_host();
     for (std::int64_t o = 0; o < out; ++o) {
-      ASSERT_EQ(y[o], want_y[o]) << o;
+      ASSERT_EQ(std::memcmp(&y[o], &want_y[o], sizeof(float)), 0) << o << ": " << y[o];
       ASSERT_EQ((c[o / 2] >> ((o & 1) * 4)) & 0xF, want_codes[o]) << o;
     }
     for (std::int64_t i = 0; i < in; ++i) ASSERT_NEAR(gx[i], want_gx[i], 1e-5) << i;

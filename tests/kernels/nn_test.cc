@@ -251,6 +251,34 @@ TEST(NnTest, BatchNormReluConvBatchNormQuadruplesFuseAndTrainAsTheOriginal) {
                c10::Error);
 }
 
+// torch's BatchNorm2d checks that its own input, here the convolution's output, has more than one
+// value per channel in training: a stride-2 convolution of a 2 x 2 input leaves one.
+TEST(NnTest, BatchNormReluConvBatchNormChecksTheConvolutionsOutput) {
+  tnn::Sequential net(tnn::BatchNorm2d(4), tnn::ReLU(),
+                      tnn::Conv2d(tnn::Conv2dOptions(4, 4, 3).stride(2).padding(1)),
+                      tnn::BatchNorm2d(4));
+  tnn::Sequential sub = nn::substitute_variants(net);
+  ASSERT_EQ(sub->size(), 1u);
+  ASSERT_TRUE(sub[0]->as<nn::BatchNorm2dReLUConv2dBatchNorm2d>() != nullptr);
+  const torch::Tensor one_each = torch::randn({1, 4, 2, 2}).requires_grad_();
+  EXPECT_THROW(net->forward(one_each), c10::Error);
+  for (OpMode mode :
+       {OpMode::kDefault, OpMode::kCompact, OpMode::kRecompute, OpMode::kRegenerate}) {
+    OpModeScope scope(mode);
+    try {
+      sub->forward(one_each);
+      ADD_FAILURE() << op_mode_name(mode) << ": no error";
+    } catch (const c10::Error& e) {
+      EXPECT_EQ(e.msg(),
+                "Expected more than 1 value per channel when training, got input size [1, 4, 1, 1]")
+          << op_mode_name(mode);
+    }
+    // Two values per channel after the convolution: it runs, as torch's.
+    EXPECT_NO_THROW(sub->forward(torch::randn({1, 4, 3, 2}).requires_grad_()))
+        << op_mode_name(mode);
+  }
+}
+
 TEST(NnTest, BatchNormReluConvNeedsSymmetricZeroPadding) {
   // Reflect padding, and "same" with an even kernel (one more row below than above), stay
   // unfused, and the module itself refuses them.

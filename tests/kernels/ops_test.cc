@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -96,6 +97,30 @@ TEST(OpsTest, ReluIsBitwiseTorchsInFloat) {
   const Outcome got = run(op, {x}, g, OpMode::kCompact);
   EXPECT_TRUE(torch::equal(got.y, want.y));
   EXPECT_TRUE(torch::equal(got.grads[0], want.grads[0]));
+}
+
+// torch's ReLU backward is threshold_backward(grad, result, 0): result <= 0 ? 0 : grad. It passes
+// the gradient where the output is NaN and drops it at either zero; so must the kept mask, in a
+// full mask word and a partial one, and for a double too small for a float.
+TEST(OpsTest, ReluGradientIsTorchsAtNanAndZeros) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (torch::ScalarType dtype : {torch::kFloat, torch::kDouble}) {
+    const torch::Tensor x =
+        torch::tensor({std::nan(""), -std::nan(""), 1.0, -1.0, 0.0, -0.0, 1e-300, inf, -inf}, f64())
+            .repeat({5})
+            .to(dtype)
+            .requires_grad_();
+    const torch::Tensor g = torch::randn({45}, torch::dtype(dtype));
+    const Op op = [](const Inputs& in) { return ops::relu(in[0]); };
+    const Op ref = [](const Inputs& in) { return torch::relu(in[0]); };
+    const Outcome want = run(ref, {x}, g, OpMode::kDefault);
+    for (OpMode mode : kVariants) {
+      const Outcome got = run(op, {x}, g, mode);
+      EXPECT_NE(got.node, want.node);
+      EXPECT_TRUE(torch::equal(got.grads[0], want.grads[0]))
+          << dtype << " " << op_mode_name(mode) << ": " << got.grads[0] << want.grads[0];
+    }
+  }
 }
 
 TEST(OpsTest, EveryCallCountsOnceInEveryMode) {
@@ -506,6 +531,72 @@ TEST(OpsTest, MaxPoolMatchesTorch) {
   }
 }
 
+// torch's pooling takes `val > maxval || isnan(val)`: the last NaN of a window is its argmax, and
+// the gradient goes there.
+TEST(OpsTest, MaxPoolGradientGoesToTorchsNan) {
+  const float nan = std::nanf("");
+  // Windows [NaN, NaN; 0, 0], [1, NaN; NaN, 2], [3, 4; 5, 6], [NaN, 0; 0, NaN].
+  const torch::Tensor x = torch::tensor({nan, nan, 1.f, nan, 0.f, 0.f, nan, 2.f,  //
+                                         3.f, 4.f, nan, 0.f, 5.f, 6.f, 0.f, nan})
+                              .view({1, 1, 4, 4})
+                              .requires_grad_();
+  const torch::Tensor g = torch::randn({1, 1, 2, 2});
+  const PoolCase c{{2, 2}, {2, 2}, {0, 0}, {1, 1}, false};
+  const Outcome want = run(max_pool_reference(c), {x}, g, OpMode::kDefault);
+  for (OpMode mode : kVariants) {
+    const Outcome got = run(max_pool_op(c), {x}, g, mode);
+    EXPECT_NE(got.node, want.node);
+    EXPECT_TRUE(torch::equal(got.grads[0], want.grads[0])) << op_mode_name(mode);
+  }
+  EXPECT_TRUE(torch::equal(want.grads[0].view({-1}).nonzero().view({-1}),
+                           torch::tensor({1, 6, 13, 15}, torch::kLong)))
+      << "the last NaN of each window";
+}
+
+// What torch's max_pool2d_with_indices refuses, the compact pooling refuses before it runs, with
+// torch's message: its CUDA path sizes its output itself.
+TEST(OpsTest, MaxPoolRefusesBadArgumentsWithTorchsMessages) {
+  struct Bad {
+    std::vector<std::int64_t> sizes, kernel, stride, padding, dilation;
+    const char* what;
+  };
+  const std::vector<Bad> cases = {
+      {{1, 2, 6, 6}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, "stride 0"},
+      {{1, 2, 6, 6}, {2, 2}, {-1, 2}, {0, 0}, {1, 1}, "a negative stride"},
+      {{1, 2, 6, 6}, {3, 3}, {1, 1}, {2, 2}, {1, 1}, "padding over half the kernel"},
+      {{1, 2, 6, 6}, {3, 3}, {1, 1}, {-1, 0}, {1, 1}, "a negative padding"},
+      {{1, 2, 6, 6}, {0, 2}, {1, 1}, {0, 0}, {1, 1}, "a kernel of 0"},
+      {{1, 2, 6, 6}, {2, 2}, {2, 2}, {0, 0}, {0, 1}, "a dilation of 0"},
+      {{1, 2, 6, 6}, {2, 2}, {2, 2, 2}, {0, 0}, {1, 1}, "three strides"},
+      {{1, 2, 6, 6}, {2, 2}, {2, 2}, {}, {1, 1}, "no padding"},
+      {{1, 2, 6, 6}, {2, 2}, {2, 2}, {0, 0}, {1, 1, 1}, "three dilations"},
+      {{1, 2, 6, 6}, {2, 2, 2}, {2, 2}, {0, 0}, {1, 1}, "three kernel sizes"},
+      {{1, 1, 2, 6, 6}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, "a 5-d input"},
+      {{1, 2, 2, 2}, {3, 3}, {1, 1}, {0, 0}, {1, 1}, "an output of no elements"},
+      {{1, 0, 6, 6}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, "no channels"},
+  };
+  for (const Bad& c : cases) {
+    SCOPED_TRACE(c.what);
+    const torch::Tensor x = torch::randn(c.sizes).requires_grad_();
+    std::string want;
+    try {
+      at::max_pool2d_with_indices(x, c.kernel, c.stride, c.padding, c.dilation, false);
+    } catch (const c10::Error& e) {
+      want = e.msg();
+    }
+    ASSERT_FALSE(want.empty()) << "torch refuses it";
+    for (OpMode mode : kVariants) {
+      OpModeScope scope(mode);
+      try {
+        ops::max_pool2d(x, c.kernel, c.stride, c.padding, c.dilation, false);
+        ADD_FAILURE() << op_mode_name(mode) << ": no error; torch's: " << want;
+      } catch (const c10::Error& e) {
+        EXPECT_EQ(e.msg(), want) << op_mode_name(mode);
+      }
+    }
+  }
+}
+
 TEST(OpsTest, MaxPoolWindowsOver16PositionsRunThePlainOp) {
   torch::Tensor x = torch::randn({1, 1, 10, 10}).requires_grad_();
   OpModeScope scope(OpMode::kCompact);
@@ -532,6 +623,132 @@ TEST(OpsTest, SoftmaxMatchesTorch) {
     const Inputs inputs{torch::randn({3, 4, 5}, f64()).requires_grad_()};
     expect_matches(op, ref, inputs, 0.0);
     for (OpMode mode : kVariants) expect_finite_differences(op, inputs, mode);
+  }
+}
+
+// --- gradients of gradients ---
+
+// The gradient of a gradient through `op` in `mode`: with y = op(x * w) (w a scalar),
+// L = sum(c * y * y) and gx = dL/dx kept as a graph (create_graph), the gradients of sum(gx * gx)
+// with respect to x and w. The generator is seeded before the forward, for dropout's draw.
+std::vector<torch::Tensor> second_order(const UnaryOp& op, const torch::Tensor& x0, OpMode mode) {
+  const torch::Tensor x = x0.detach().clone().requires_grad_();
+  const torch::Tensor w = torch::full({}, 1.5, f64()).requires_grad_();
+  OpModeScope scope(mode);
+  torch::manual_seed(3);
+  const torch::Tensor y = op(x * w);
+  const torch::Tensor c = torch::linspace(0.5, 1.5, y.numel(), f64()).view(y.sizes());
+  const torch::Tensor gx = torch::autograd::grad({(c * y * y).sum()}, {x}, {},
+                                                 /*retain_graph=*/true, /*create_graph=*/true)[0];
+  return torch::autograd::grad({(gx * gx).sum()}, {x, w}, {}, /*retain_graph=*/false,
+                               /*create_graph=*/false, /*allow_unused=*/true);
+}
+
+// `op` in every variant mode gives the gradients of a gradient that `ref` (torch's op) gives in
+// double: the variants' backward builds a graph under create_graph, so second-order terms survive.
+void expect_second_order_matches(const UnaryOp& op, const UnaryOp& ref, const torch::Tensor& x,
+                                 const std::vector<OpMode>& modes) {
+  const std::vector<torch::Tensor> want = second_order(ref, x, OpMode::kDefault);
+  ASSERT_TRUE(want[0].defined() && want[1].defined());
+  for (OpMode mode : modes) {
+    SCOPED_TRACE(std::string(op_mode_name(mode)));
+    const std::vector<torch::Tensor> got = second_order(op, x, mode);
+    for (std::size_t i = 0; i < 2; ++i) {
+      ASSERT_TRUE(got[i].defined()) << (i == 0 ? "x" : "w") << " has no second-order gradient";
+      EXPECT_LE(max_diff(got[i], want[i]), 1e-10 * (1 + want[i].abs().max().item<double>()))
+          << (i == 0 ? "x" : "w") << ": " << got[i].sum().item<double>() << " against torch's "
+          << want[i].sum().item<double>();
+    }
+  }
+}
+
+const std::vector<OpMode> kVariantModes(std::begin(kVariants), std::end(kVariants));
+
+TEST(OpsTest, GradientOfAGradientIsTorchs) {
+  torch::manual_seed(31);
+  const torch::Tensor x = away_from_zero(torch::randn({2, 3, 6, 5}, f64()));
+  {
+    SCOPED_TRACE("relu");
+    expect_second_order_matches([](const torch::Tensor& t) { return ops::relu(t); },
+                                [](const torch::Tensor& t) { return torch::relu(t); }, x,
+                                kVariantModes);
+  }
+  {
+    SCOPED_TRACE("dropout");
+    const double p = 0.3;
+    // compact draws torch's mask; regenerate its own, which `noise` replays (the same seed).
+    expect_second_order_matches([p](const torch::Tensor& t) { return ops::dropout(t, p, true); },
+                                [p](const torch::Tensor& t) { return torch::dropout(t, p, true); },
+                                x, {OpMode::kCompact, OpMode::kRecompute});
+    torch::Tensor noise;
+    {
+      OpModeScope scope(OpMode::kRegenerate);
+      torch::NoGradGuard no_grad;
+      torch::manual_seed(3);
+      noise = ops::dropout(torch::ones_like(x), p, true);
+    }
+    expect_second_order_matches([p](const torch::Tensor& t) { return ops::dropout(t, p, true); },
+                                [noise](const torch::Tensor& t) { return t * noise; }, x,
+                                {OpMode::kRegenerate});
+  }
+  for (const PoolCase& c : pool_cases()) {
+    SCOPED_TRACE("max_pool2d, kernel " + std::to_string(c.kernel[0]));
+    expect_second_order_matches([&c](const torch::Tensor& t) { return max_pool_op(c)({t}); },
+                                [&c](const torch::Tensor& t) { return max_pool_reference(c)({t}); },
+                                x, kVariantModes);
+  }
+  {
+    SCOPED_TRACE("gelu, softmax");
+    expect_second_order_matches(
+        [](const torch::Tensor& t) { return ops::softmax(ops::gelu(t), 1); },
+        [](const torch::Tensor& t) { return torch::softmax(torch::gelu(t), 1); }, x, kVariantModes);
+  }
+}
+
+// The output-keeping BatchNorms cannot give a gradient of their gradient: each refuses it with an
+// error that names the op and the mode and says to run torch's op; in the default mode (torch's
+// ops) it runs.
+TEST(OpsTest, BatchNormVariantsRefuseAGradientOfAGradient) {
+  torch::manual_seed(32);
+  const BatchNormCase bn = batch_norm_case({2, 3, 4, 4});
+  const torch::Tensor conv_w = torch::randn({3, 3, 3, 3}, f64()).requires_grad_();
+  const ops::Conv2dArgs conv{conv_w, {}, {1, 1}, {1, 1}, {1, 1}, 1};
+  const std::vector<std::pair<std::string, UnaryOp>> cases = {
+      {"batch_norm",
+       [&](const torch::Tensor& t) {
+         return ops::batch_norm(t, bn.weight, bn.bias, {}, {}, true, 0.1, 1e-5);
+       }},
+      {"batch_norm_relu",
+       [&](const torch::Tensor& t) {
+         return ops::batch_norm_relu(t, bn.weight, bn.bias, {}, {}, true, 0.1, 1e-5);
+       }},
+      {"batch_norm_relu_conv2d",
+       [&](const torch::Tensor& t) {
+         return ops::batch_norm_relu_conv2d(t, bn.weight, bn.bias, {}, {}, true, 0.1, 1e-5, conv_w,
+                                            {}, {1, 1}, {1, 1}, {1, 1}, 1);
+       }},
+      {"batch_norm_relu_conv2d_batch_norm",
+       [&](const torch::Tensor& t) {
+         return ops::batch_norm_relu_conv2d_batch_norm(t, {bn.weight, bn.bias, {}, {}}, conv,
+                                                       {bn.weight, bn.bias, {}, {}}, true);
+       }},
+  };
+  for (const auto& [name, op] : cases) {
+    SCOPED_TRACE(name);
+    EXPECT_NO_THROW(second_order(op, bn.x, OpMode::kDefault));
+    for (OpMode mode : kVariants) {
+      try {
+        second_order(op, bn.x, mode);
+        ADD_FAILURE() << op_mode_name(mode) << ": no error";
+      } catch (const c10::Error& e) {
+        const std::string message = e.msg();
+        EXPECT_NE(message.find("monet::ops::" + name + " in mode " +
+                               std::string(op_mode_name(mode)) + " has no double backward"),
+                  std::string::npos)
+            << message;
+        EXPECT_NE(message.find("Run this op in OpMode::kDefault"), std::string::npos) << message;
+      }
+    }
   }
 }
 
