@@ -46,7 +46,8 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     segment->rng = RngState::capture();
     segment->autocast = kernels::AutocastState::current();
     segment->before_forward =
-        BufferSnapshot(segment->stages, 0, static_cast<int>(segment->stages.size()) - 1);
+        BufferSnapshot(segment->stages, 0, static_cast<int>(segment->stages.size()) - 1,
+                       BufferSnapshot::Copies::kOutsidePools);
     at::Tensor y;
     {
       // Under autocast, the parameters' casts made here (without grad) stay out of its cache.

@@ -62,7 +62,11 @@ void StepRollback::record_loss_leaves(const at::Tensor& loss, const at::Tensor& 
     if (node == stop || !visited.insert(node).second) continue;
     if (auto* leaf = dynamic_cast<torch::autograd::AccumulateGrad*>(node)) {
       const at::Tensor& v = leaf->variable;
-      if (!v.defined() || !seen_.insert(v.unsafeGetTensorImpl()).second) continue;
+      // `output` itself is a leaf where the loss stage starts a segment, or is measured alone:
+      // monet's own, whose gradient no retry finds.
+      if (!v.defined() || v.is_same(output) || !seen_.insert(v.unsafeGetTensorImpl()).second) {
+        continue;
+      }
       const at::Tensor& g = v.grad();
       // Few and small (a loss's weights): copied without asking whether they are zero.
       if (!g.defined()) {

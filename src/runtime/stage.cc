@@ -110,12 +110,33 @@ std::vector<at::Tensor> RuntimeStage::trained_parameters() const {
   return trained;
 }
 
-BufferSnapshot::BufferSnapshot(const std::vector<RuntimeStage>& stages, int first, int last) {
+namespace {
+
+// A copy of `t` in host memory that no pool of monet's serves: CPU memory of its own, or the
+// device's pinned host memory, copied without waiting for the device.
+at::Tensor copy_outside_pools(const at::Tensor& t) {
+  const at::Tensor c = t.contiguous();
+  if (c.is_cpu()) {
+    auto* data = new std::uint8_t[std::max<std::size_t>(c.nbytes(), 1)];
+    at::Tensor copy = at::from_blob(
+        data, c.sizes(), [](void* p) { delete[] static_cast<std::uint8_t*>(p); }, c.options());
+    copy.copy_(c);
+    return copy;
+  }
+  at::Tensor copy = at::empty(c.sizes(), c.options().device(at::kCPU).pinned_memory(true));
+  copy.copy_(c, /*non_blocking=*/true);
+  return copy;
+}
+
+}  // namespace
+
+BufferSnapshot::BufferSnapshot(const std::vector<RuntimeStage>& stages, int first, int last,
+                               Copies copies) {
   for (int k = first; k <= last; ++k) {
     for (const at::Tensor& b : stages[k].buffers) {
       if (!b.defined()) continue;
       live_.push_back(b);
-      saved_.push_back(b.clone());
+      saved_.push_back(copies == Copies::kInPools ? b.clone() : copy_outside_pools(b));
       versions_.push_back(b._version());
     }
   }
@@ -137,7 +158,7 @@ void BufferSnapshot::drop_unchanged() {
 
 void BufferSnapshot::restore() const {
   c10::NoGradGuard no_grad;
-  for (std::size_t i = 0; i < live_.size(); ++i) live_[i].copy_(saved_[i]);
+  for (std::size_t i = 0; i < live_.size(); ++i) live_[i].copy_(saved_[i], /*non_blocking=*/true);
 }
 
 }  // namespace monet

@@ -54,8 +54,13 @@ std::vector<RuntimeStage> merge_stages(std::vector<RuntimeStage> stages,
 // or a batch run again, must not update BatchNorm's running statistics twice.
 class BufferSnapshot {
  public:
+  // Where the copies live: in the pools (a snapshot for the length of a pass or a backward), or
+  // outside them, in host memory (pinned for a device's buffers), for a snapshot held from a
+  // segment's forward to its backward, where the memory model counts nothing.
+  enum class Copies { kInPools, kOutsidePools };
   BufferSnapshot() = default;
-  BufferSnapshot(const std::vector<RuntimeStage>& stages, int first, int last);
+  BufferSnapshot(const std::vector<RuntimeStage>& stages, int first, int last,
+                 Copies copies = Copies::kInPools);
   void restore() const;
   bool empty() const { return saved_.empty(); }
   // Forgets the buffers that nothing has written since the snapshot (their version counter has
