@@ -32,7 +32,8 @@
 // One training thread per process: runtimes share the device pools' peak marks and LibTorch's
 // random generators, so a step that starts while another runtime's step runs in another thread
 // throws UnsupportedError. Runtimes that step one after another are fine. The budget is set on
-// the pool of the device the steps' inputs are on, at the first step there.
+// the pool of the model's device when the runtime is made, and on that of the inputs' device at
+// the first step there.
 #pragma once
 
 #include <torch/nn/modules/container/sequential.h>

@@ -121,6 +121,8 @@ class RuntimeImpl {
     stages_.push_back(std::move(loss));
     index_parameters();
     anchor_ = at::zeros({1}).requires_grad_(true);
+    const std::vector<torch::Tensor> parameters = model_->parameters();
+    pool_for(parameters.empty() ? at::Device(at::kCPU) : parameters.front().device());
     load_margins();
   }
 
@@ -149,7 +151,7 @@ class RuntimeImpl {
     // Under plan_once every batch runs the plan of the first shape that trained.
     if (options_.plan_once && !first_shape_) first_shape_ = shape;
     const Shape& plan_shape = options_.plan_once ? *first_shape_ : shape;
-    CachingAllocator& pool = pool_for(input);
+    CachingAllocator& pool = pool_for(input.device());
     pool.clear_marks();
     rollback_.emplace(stages_);
     const StepRollback& rollback = *rollback_;
@@ -310,10 +312,11 @@ class RuntimeImpl {
     }
   }
 
-  // The pool of the input's device. The runtime's budget is that pool's (0 lifts its cap), set
-  // on the first step there: the device is known from the input, not before.
-  CachingAllocator& pool_for(const at::Tensor& input) {
-    CachingAllocator& pool = input.is_cuda() ? pools::cuda(input.get_device()) : pools::cpu();
+  // The pool of `device`, under the runtime's budget (0 lifts its cap): the pool of the model's
+  // device from the runtime's making (what the job makes before its first step, its batches,
+  // counts), and of the inputs' device from the first step there.
+  CachingAllocator& pool_for(const at::Device& device) {
+    CachingAllocator& pool = device.is_cuda() ? pools::cuda(device.index()) : pools::cpu();
     if (&pool != budgeted_) {
       pool.set_budget_bytes(static_cast<std::size_t>(options_.budget_bytes));
       budgeted_ = &pool;

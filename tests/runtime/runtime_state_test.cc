@@ -272,11 +272,14 @@ TEST(RuntimeState, AStepWhileAnotherRunsInAnotherThreadIsRefused) {
   EXPECT_NO_THROW(a.step(x, sum_loss));
 }
 
-TEST(RuntimeState, TheBudgetIsSetOnThePoolOfTheInputsDeviceAtItsFirstStep) {
+// The budget caps the model's device's pool from the runtime's making: a batch the job makes
+// before its first step counts.
+TEST(RuntimeState, TheBudgetIsOnThePoolOfTheModelsDeviceFromTheStart) {
   install();
   pools::cpu().set_budget_bytes(0);
   auto model = torch::nn::Sequential(torch::nn::Linear(4, 4), torch::nn::Linear(4, 1));
   Runtime rt(model, budget_of(200 << 20));
+  EXPECT_EQ(pools::cpu().budget_bytes(), std::size_t{200} << 20);
   rt.step(torch::randn({8, 4}), sum_loss);
   EXPECT_EQ(pools::cpu().budget_bytes(), std::size_t{200} << 20);
   pools::cpu().set_budget_bytes(0);
