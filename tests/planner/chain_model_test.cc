@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "model_chains.h"
+
 namespace monet {
 namespace {
 
@@ -94,12 +96,7 @@ TEST(ValidateChain, RefusesByteCountsAbovePebibyte) {
 // Each number within 1 PiB, but 2,047 stages of them: the least-peak search's sums reached its
 // mark of what no plan reaches, no boundary found a way to the end, and planning never ended.
 TEST(ValidateChain, RefusesBytesThatSumPastWhatThePlannersCount) {
-  Chain chain;
-  for (int i = 0; i < 2047; ++i) {
-    VariantCosts v;
-    v.out_bytes = v.saved_bytes = kMaxChainBytes;
-    chain.stages.push_back(Stage{"s" + std::to_string(i), {v}, kMaxChainBytes});
-  }
+  Chain chain = testing::chain_summing_past_the_limit();
   // 3 PiB a stage: the 86th passes 256 PiB.
   EXPECT_EQ(error_of(chain),
             "c.json: stages[85] \"s85\": the chain's bytes pass 256 PiB (2^58 bytes) in all by "

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "exact_search.h"
+#include "model_chains.h"
 #include "planner/chain_model.h"
 #include "planner/simulate.h"
 #include "random_chains.h"
@@ -181,12 +182,7 @@ TEST(CheckpointDp, NoTwoSegmentsInARowMeansAdjacentCheckpointsMerge) {
 // validate_chain refuses a chain whose bytes sum past what the DP counts; given one anyway, the DP
 // says so rather than follow a plan that never reaches the chain's end.
 TEST(CheckpointDp, BytesPastWhatItCountsAreAnErrorNotAnEndlessPlan) {
-  Chain chain;
-  for (int i = 0; i < 2047; ++i) {
-    VariantCosts v;
-    v.out_bytes = v.saved_bytes = kMaxChainBytes;
-    chain.stages.push_back(Stage{"s" + std::to_string(i), {v}, kMaxChainBytes});
-  }
+  const Chain chain = testing::chain_summing_past_the_limit();
   const BlockCosts costs(chain, true);
   EXPECT_THROW(CheckpointDp(costs, DpChoices::defaults(costs.stages())), std::logic_error);
 }

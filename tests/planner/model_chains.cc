@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "planner/chain_model.h"
+
 namespace monet::testing {
 namespace {
 
@@ -197,6 +199,16 @@ Chain bert_stack_chain(int layers) {
     }
   }
   chain.stages.push_back(bert.stages.back());
+  return chain;
+}
+
+Chain chain_summing_past_the_limit() {
+  Chain chain;
+  for (int i = 0; i < 2047; ++i) {
+    VariantCosts v;
+    v.out_bytes = v.saved_bytes = kMaxChainBytes;
+    chain.stages.push_back(Stage{"s" + std::to_string(i), {v}, kMaxChainBytes});
+  }
   return chain;
 }
 

@@ -32,4 +32,8 @@ Chain bert_stack_chain(int layers);
 // "low_workspace" (convolution algorithms without workspace, slower).
 Chain resnet50_chain(std::int64_t batch, std::int64_t image);
 
+// 2,047 stages whose numbers are each at the limit of one number (kMaxChainBytes, 1 PiB), 3 PiB a
+// stage: every number valid, their sum far past what the planners count.
+Chain chain_summing_past_the_limit();
+
 }  // namespace monet::testing
