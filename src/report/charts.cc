@@ -27,11 +27,15 @@ std::string num(double v) {
   return buf;
 }
 
-// A tick's label: as few digits as the step needs.
+// A tick's label: as many decimals as the step has (2.5 one, 0.25 two, at most 6), so that every
+// tick of a round step reads its own value.
 std::string tick_label(double v, double step) {
+  int digits = 0;
+  for (double scaled = std::abs(step); digits < 6; scaled *= 10, ++digits) {
+    if (std::abs(scaled - std::round(scaled)) <= 1e-6 * scaled) break;
+  }
   char buf[32];
-  const int digits = step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step)));
-  std::snprintf(buf, sizeof buf, "%.*f", std::min(digits, 6), v);
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
 }
 
@@ -94,10 +98,12 @@ void axes(std::string& svg, const Frame& f, const std::vector<double>& xt,
          num(mid) + ")'>" + escape_xml(y_label) + "</text>\n";
 }
 
-// The y range from 0 (or the least value, if negative) up to the ticks above the largest.
+// The y range from 0 (or the least value, if negative) up to the ticks above the largest (or 0,
+// if every value is negative): 0 is always on the axis. Nothing, or only zeros, spans 0 to 1.
 std::pair<double, double> fitted(const Range& r, std::vector<double>* ticks) {
-  double low = r.empty() ? 0 : std::min(0.0, r.low);
-  double high = r.empty() ? 1 : std::max(r.high, low + 1e-9);
+  const double low = r.empty() ? 0 : std::min(0.0, r.low);
+  double high = r.empty() ? 1 : std::max(r.high, 0.0);
+  if (!(high > low)) high = low + 1;
   *ticks = nice_ticks(low, high, 5);
   return {std::min(low, ticks->front()), std::max(high, ticks->back())};
 }
@@ -260,7 +266,9 @@ std::string timeline_svg(const Timeline& t) {
   const double legend_height = 28;
   const double width = kPanelWidth * 2;
   std::string svg = open_svg(width, kPanelHeight + legend_height);
-  const Frame f{0, 0, xr.low, std::max(xr.high, xt.back()), y0, y1, false, width};
+  // The x axis spans its ticks, the round ones below the first sample and above the last too.
+  const double x0 = std::min(xr.low, xt.front()), x1 = std::max(xr.high, xt.back());
+  const Frame f{0, 0, x0, x1, y0, y1, false, width};
   axes(svg, f, xt, yt, t.title, "seconds", "MiB");
   std::vector<std::pair<double, double>> in_use, reserved;
   for (std::size_t i = 0; i < t.seconds.size(); ++i) {

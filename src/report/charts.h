@@ -24,7 +24,8 @@ struct Series {
   std::vector<Point> points;
 };
 
-// One chart: its axes are fitted to the finite points of all its series (y from 0 up).
+// One chart: its axes are fitted to the finite points of all its series (y from 0 up, or from
+// the least value if negative: 0 is always on the y axis).
 struct Panel {
   std::string title;
   std::string x_label;

@@ -9,6 +9,8 @@
 #include <limits>
 #include <regex>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace monet::report {
 namespace {
@@ -126,6 +128,38 @@ TEST(LineChart, PointsLieInsideTheFrame) {
   EXPECT_GT(xs[0], xs[1]);
 }
 
+// The labels of the y axis's ticks, lowest first.
+std::vector<std::string> y_tick_labels(const std::string& svg) {
+  const std::regex label("text-anchor='end' font-size='11'>([^<]*)</text>");
+  std::vector<std::string> labels;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), label); it != std::sregex_iterator();
+       ++it) {
+    labels.push_back((*it)[1]);
+  }
+  return labels;
+}
+
+TEST(LineChart, TicksOfAFractionalStepReadTheirValues) {
+  // 0 to 12 takes ticks 2.5 apart: 7.5 is not "8", nor 2.5 "2".
+  Panel p{"t", "x", "y", {{"s", {{80, 3}, {33, 12}}}}, true};
+  EXPECT_THAT(y_tick_labels(line_chart_svg({p})),
+              ::testing::ElementsAre("0.0", "2.5", "5.0", "7.5", "10.0", "12.5"));
+  Panel q{"t", "x", "y", {{"s", {{80, 0.3}, {33, 1.2}}}}, true};
+  EXPECT_THAT(y_tick_labels(line_chart_svg({q})),
+              ::testing::ElementsAre("0.00", "0.25", "0.50", "0.75", "1.00", "1.25"));
+}
+
+TEST(LineChart, ZeroIsOnTheAxisAndAFlatLineHasARange) {
+  // Every cell planned nothing: a range of 0 to 1, not six ticks that all read 0.
+  Panel zeros{"t", "x", "y", {{"s", {{80, 0}, {60, 0}}}}, true};
+  EXPECT_THAT(y_tick_labels(line_chart_svg({zeros})),
+              ::testing::ElementsAre("0.0", "0.2", "0.4", "0.6", "0.8", "1.0"));
+  // Every overhead below 0 (a cell faster than the baseline): the axis reaches 0.
+  Panel negative{"t", "x", "y", {{"s", {{45, -1.5}}}}, true};
+  const std::vector<std::string> labels = y_tick_labels(line_chart_svg({negative}));
+  EXPECT_THAT(labels, ::testing::ElementsAre("-1.5", "-1.0", "-0.5", "0.0"));
+}
+
 TEST(Timeline, DrawsBothSeriesAndTheBudget) {
   Timeline t;
   t.title = "monet at 33%";
@@ -139,6 +173,27 @@ TEST(Timeline, DrawsBothSeriesAndTheBudget) {
   EXPECT_EQ(count(svg, "<polyline"), 2);
   EXPECT_THAT(svg, HasSubstr("stroke-dasharray"));
   EXPECT_THAT(svg, HasSubstr(">monet at 33%</text>"));
+}
+
+TEST(Timeline, EveryTickLiesOnTheAxis) {
+  // Samples from 0.3 s: the round tick at 0.2 is drawn on the axis, not left of the frame.
+  Timeline t;
+  for (int i = 0; i <= 70; ++i) {
+    t.seconds.push_back(0.3 + 0.01 * i);
+    t.in_use_bytes.push_back(1e6);
+    t.reserved_bytes.push_back(2e6);
+  }
+  const std::string svg = timeline_svg(t);
+  const std::regex tick(
+      "<line x1='([-0-9.]+)' y1='[-0-9.]+' x2='[-0-9.]+' y2='[-0-9.]+' "
+      "stroke='#333'/>");
+  int ticks = 0;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tick); it != std::sregex_iterator();
+       ++it, ++ticks) {
+    EXPECT_GE(std::stod((*it)[1]), 64.0) << "left of the frame";
+    EXPECT_LE(std::stod((*it)[1]), 920.0 - 16.0) << "right of the frame";
+  }
+  EXPECT_GE(ticks, 4);
 }
 
 TEST(Timeline, RefusesSeriesOfDifferentLengths) {

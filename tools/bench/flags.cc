@@ -1,7 +1,11 @@
 #include "bench/flags.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -29,7 +33,8 @@ namespace {
          "  --rounds R      split each run's steps into R rounds, each running the baselines\n"
          "                  and every cell on its share of the batches, in an order turned\n"
          "                  from round to round, so that the machine's drift falls on all\n"
-         "                  cells alike (default 5 with --warm, else 1; at most --steps)\n"
+         "                  cells alike (default 5 with --warm, 1 without it or with\n"
+         "                  --quick; at most --steps)\n"
          "  --quick         fewer steps, and --warm: every cell in under five minutes on 2\n"
          "                  CPU cores (a few steps with first measurements in them would\n"
          "                  measure little else)\n"
@@ -48,6 +53,50 @@ namespace {
          "                  the budgets are shares of, under autocast (bfloat16 on the CPU,\n"
          "                  float16 on CUDA)\n";
   std::exit(problem.empty() ? 0 : 2);
+}
+
+// `text` as a whole number for `flag`: all of it, so that 45.5, 10% or 1e3 is refused rather than
+// read as 45, 10 or 1.
+long long whole_number(const std::string& flag, const std::string& text) {
+  std::size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) {
+    usage("bad number '" + text + "' for " + flag + "; give a whole number");
+  }
+  return value;
+}
+
+// A whole number from `least` to `most` for `flag`; `what` says the range to a user.
+int small_number(const std::string& flag, const std::string& text, int least, int most,
+                 const std::string& what) {
+  const long long value = whole_number(flag, text);
+  if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
+    usage("bad number '" + text + "' for " + flag + "; give a whole number");
+  }
+  if (value < least || value > most) usage(what);
+  return static_cast<int>(value);
+}
+
+// A seed: every digit of `text`, no sign (std::stoull reads -1 as 2^64 - 1).
+std::uint64_t seed_number(const std::string& flag, const std::string& text) {
+  std::size_t used = 0;
+  std::uint64_t value = 0;
+  try {
+    if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) {
+      value = std::stoull(text, &used);
+    }
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) {
+    usage("bad seed '" + text + "' for " + flag + "; give a whole number from 0 to 2^64 - 1");
+  }
+  return value;
 }
 
 std::vector<std::string> split(const std::string& text) {
@@ -81,32 +130,36 @@ Flags parse(int argc, char** argv) {
         }
       } else if (arg == "--strategies") {
         f.strategies = split(value());
-        for (const std::string& s : f.strategies) {
-          if (s != "all" && s != "sqrt" && s != "static" && s != "greedy" && s != "dp" &&
-              s != "monet") {
-            usage("unknown strategy '" + s + "'; use all, sqrt, static, greedy, dp or monet");
+        for (auto s = f.strategies.begin(); s != f.strategies.end(); ++s) {
+          if (*s != "all" && *s != "sqrt" && *s != "static" && *s != "greedy" && *s != "dp" &&
+              *s != "monet") {
+            usage("unknown strategy '" + *s + "'; use all, sqrt, static, greedy, dp or monet");
+          }
+          // A cell per strategy and budget: two of one name would share a predictor's file.
+          if (std::find(f.strategies.begin(), s, *s) != s) {
+            usage("strategy " + *s + " is given twice in --strategies");
           }
         }
         if (f.strategies.empty()) usage("--strategies needs at least one strategy");
       } else if (arg == "--budgets") {
         f.budgets.clear();
         for (const std::string& b : split(value())) {
-          const int percent = std::stoi(b);
-          if (percent <= 0 || percent > 100) {
-            usage("budget " + b + " is not a percentage from 1 to 100 of the peak");
+          const int percent = small_number(
+              arg, b, 1, 100, "budget " + b + " is not a percentage from 1 to 100 of the peak");
+          if (std::find(f.budgets.begin(), f.budgets.end(), percent) != f.budgets.end()) {
+            usage("budget " + b + " is given twice in --budgets");
           }
           f.budgets.push_back(percent);
         }
         if (f.budgets.empty()) usage("--budgets needs at least one percentage");
       } else if (arg == "--margin") {
-        f.margin = std::stoi(value());
-        if (f.margin < 0 || f.margin > 90) usage("--margin is a percentage from 0 to 90");
+        f.margin = small_number(arg, value(), 0, 90, "--margin is a percentage from 0 to 90");
       } else if (arg == "--steps") {
-        f.steps = std::stoi(value());
-        if (f.steps <= 0) usage("--steps must be positive");
+        f.steps = small_number(arg, value(), 1, std::numeric_limits<int>::max(),
+                               "--steps must be positive");
       } else if (arg == "--rounds") {
-        f.rounds = std::stoi(value());
-        if (f.rounds <= 0) usage("--rounds must be positive");
+        f.rounds = small_number(arg, value(), 1, std::numeric_limits<int>::max(),
+                                "--rounds must be positive");
       } else if (arg == "--quick") {
         f.quick = true;
       } else if (arg == "--warm") {
@@ -119,7 +172,7 @@ Flags parse(int argc, char** argv) {
       } else if (arg == "--out") {
         f.out = value();
       } else if (arg == "--seed") {
-        f.seed = std::stoull(value());
+        f.seed = seed_number(arg, value());
       } else if (arg == "--device") {
         f.device = value();
       } else if (arg == "--autocast") {
