@@ -127,13 +127,19 @@ class Bench {
     }
     write(flags_.out + "/overhead.svg", monet::report::line_chart_svg(panels));
     write(flags_.out + "/planned.svg", monet::report::line_chart_svg(planned_panels));
-    record_timeline();
+    // The timeline is one more run, after every cell: if it fails, the results stand without it.
+    bool timeline = false;
+    try {
+      timeline = record_timeline();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "monet-bench: no timeline.svg: its run failed: %s\n", e.what());
+    }
     if (flags_.json) {
       std::cout << all.dump(2) << std::endl;
     } else {
       print_verdict();
-      std::printf("\nwrote %s/results.json, overhead.svg, planned.svg and timeline.svg\n",
-                  flags_.out.c_str());
+      std::printf("\nwrote %s/results.json, overhead.svg, planned.svg%s\n", flags_.out.c_str(),
+                  timeline ? " and timeline.svg" : "");
     }
     return 0;
   }
@@ -688,7 +694,9 @@ class Bench {
   }
 
   // One run of monet at the least budget it fitted in, sampled: the first workload's, 8 steps.
-  void record_timeline() {
+  // Runs a few steps of monet's cell at its lowest budget (else another feasible cell), sampling
+  // the pool, and writes timeline.svg; false where no cell was feasible.
+  bool record_timeline() {
     const Cell* chosen = nullptr;
     for (const Cell& c : results_) {
       if (c.strategy == "monet" && c.feasible && c.model == results_.front().model &&
@@ -701,7 +709,7 @@ class Bench {
         if (c.strategy != "none" && c.feasible && c.model == results_.front().model) chosen = &c;
       }
     }
-    if (chosen == nullptr) return;
+    if (chosen == nullptr) return false;
     const auto w = monet::workloads::make_workload(chosen->model, flags_.size);
     monet::CachingAllocator& pool = monet::workloads::pool_for(device_);
     Sampler sampler(pool);
@@ -720,6 +728,7 @@ class Bench {
                           chosen->model, chosen->strategy, chosen->budget_percent, spec.steps);
     t.budget_bytes = static_cast<double>(chosen->budget_bytes);
     write(flags_.out + "/timeline.svg", monet::report::timeline_svg(t));
+    return true;
   }
 
   // The report's folder, made and tried before anything runs: one that cannot be written is named
