@@ -6,12 +6,16 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "allocator/caching_allocator.h"
 #include "allocator/host_backend.h"
@@ -81,9 +85,20 @@ int main(int argc, char** argv) {
         usage("--granularity must be 0 or a power of two of at least 512 bytes");
       }
     }
-    std::ifstream in(path);
+    // A folder opens as a file and reads as nothing: an empty trace.
+    if (std::filesystem::is_directory(path)) usage(path + " is a folder, not a trace");
+    std::ifstream in(path, std::ios::binary);
     if (!in) usage("cannot open " + path);
-    events = monet::read_trace(in);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Every event ends with a newline: a last line without one was cut off by a job that stopped
+    // (killed, crashed, or its disk full) while writing it. The events before it still replay.
+    if (const std::size_t end = text.find_last_of('\n') + 1; end > 0 && end < text.size()) {
+      std::cerr << "monet-replay: " << path << ": the last line, '" << text.substr(end)
+                << "', is cut short (the traced job stopped while writing it); it is left out\n";
+      text.resize(end);
+    }
+    std::istringstream lines(text);
+    events = monet::read_trace(lines);
   } catch (const std::exception& e) {
     std::cerr << "monet-replay: " << path << ": " << e.what() << "\n";
     return 2;
@@ -117,6 +132,7 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (devices.empty() && !json) fmt::print("{}: no allocations or frees to replay\n", path);
   nlohmann::json out = nlohmann::json::array();
   for (auto& [device, r] : devices) {
     const monet::MemoryStats s = r.pool->stats();

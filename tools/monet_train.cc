@@ -80,13 +80,21 @@ Flags parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(arg + " needs a value");
       return argv[++i];
     };
+    // Digits only: std::stoi alone reads "1e3" as 1, and std::stoull "-1" as 2^64 - 1.
+    auto digits = [&]() -> std::string {
+      std::string text = value();
+      if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+        throw std::invalid_argument(text);
+      }
+      return text;
+    };
     try {
       if (arg == "--model") {
         f.model = value();
       } else if (arg == "--budget") {
         f.budget = value();
       } else if (arg == "--steps") {
-        f.steps = std::stoi(value());
+        f.steps = std::stoi(digits());
         if (f.steps <= 0) usage("--steps must be positive");
       } else if (arg == "--strategy") {
         f.strategy = value();
@@ -97,7 +105,7 @@ Flags parse(int argc, char** argv) {
       } else if (arg == "--trace") {
         f.trace = value();
       } else if (arg == "--seed") {
-        f.seed = std::stoull(value());
+        f.seed = std::stoull(digits());
       } else if (arg == "--device") {
         f.device = value();
       } else if (arg == "--autocast") {
@@ -249,7 +257,7 @@ int run(const Flags& flags) {
         {"budget_bytes", budget},
         {"peak_bytes", monet_run.peak_reserved},
         {"peak_in_use_bytes", s.max_measured_peak_bytes},
-        {"unconstrained_peak_bytes", peak},
+        {"unconstrained_peak_bytes", flags.baseline ? nlohmann::json(peak) : nullptr},
         {"iterations", steps},
         {"retries", s.retries},
         {"plans", s.plans_made},

@@ -1,6 +1,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/atomic_file.h"
 #include "common/log.h"
 #include "monet/bytes.h"
 #include "monet/errors.h"
@@ -66,6 +76,60 @@ TEST(LogLevel, ParsesLevelsAndRejectsOthers) {
   EXPECT_EQ(parse_log_level("debug"), LogLevel::kDebug);
   EXPECT_EQ(parse_log_level("error"), LogLevel::kError);
   EXPECT_THROW(parse_log_level("verbose"), ConfigError);
+}
+
+std::string read_whole(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A write that stops short (a full disk; here the process's file size limit) keeps the file as it
+// was, leaves no part of the text behind, and says why.
+TEST(WriteFileAtomically, AWriteThatStopsShortLeavesNothingBehind) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("monet-atomic-file-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "state.json").string();
+  write_file_atomically(path, "before\n", "monet-test", "the state");
+
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  rlimit small = saved;
+  small.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 64 << 10);
+  const auto handler = std::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails, with EFBIG
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string message;
+  try {
+    write_file_atomically(path, std::string(1 << 20, 'x'), "monet-test", "the state");
+  } catch (const ConfigError& e) {
+    message = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, handler);
+
+  EXPECT_THAT(message, HasSubstr("monet-test: cannot write the state to '" + path +
+                                 ".tmp' (File too large)"));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_EQ(read_whole(path), "before\n");
+  std::filesystem::remove_all(dir);
+}
+
+// A folder where the file should be would take the temporary file beside it and refuse the rename
+// over it, after the job's first steps: it is named at once.
+TEST(CheckWritable, AFolderIsNamed) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("monet-check-writable-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "state.json");
+  try {
+    check_writable((dir / "state.json").string(), "monet-test", "the state");
+    ADD_FAILURE() << "a folder was taken for a file";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("state.json': it is a folder; name a file"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "state.json.tmp"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
