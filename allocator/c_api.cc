@@ -12,9 +12,11 @@
 namespace {
 
 // Loaded by PyTorch's pluggable hook, libmonet is used without monet::install(): the first call
-// readies the CUDA pools and the report at exit.
+// checks the MONET_* variables as install() does (a malformed one is a ConfigError, not a silent
+// default), and readies the CUDA pools and the report at exit.
 monet::CachingAllocator& pool(int device) {
   static const bool ready = [] {
+    monet::pools::validate_environment();
 #ifdef MONET_HAVE_CUDA
     if (monet::pools::cuda_devices() == 0) monet::pools::set_cuda_api(&monet::linked_cuda_api());
 #endif
@@ -22,7 +24,8 @@ monet::CachingAllocator& pool(int device) {
     return true;
   }();
   (void)ready;
-  return device < 0 ? monet::pools::cpu() : monet::pools::cuda(device);
+  // -1 is the host (c_api.h); any other index, negative ones too, a CUDA device or out_of_range.
+  return device == -1 ? monet::pools::cpu() : monet::pools::cuda(device);
 }
 
 monet::Stream as_stream(cudaStream_t stream) { return reinterpret_cast<monet::Stream>(stream); }

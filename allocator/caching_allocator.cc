@@ -507,11 +507,12 @@ void CachingAllocator::throw_out_of_memory(std::size_t requested) {
   const std::size_t largest = largest_free();
   const std::string budget =
       options_.budget_bytes != 0
-          ? fmt::format("of a {} budget (MONET_BUDGET)", format_bytes(options_.budget_bytes))
+          ? fmt::format("of a {} budget ({})", format_bytes(options_.budget_bytes),
+                        options_.budget_variable)
           : fmt::format("with no budget set, on a device of {}",
                         format_bytes(backend_.total_bytes()));
   std::string why;
-  std::string advice = "Raise MONET_BUDGET or make the batch smaller.";
+  std::string advice = fmt::format("Raise {} or make the batch smaller.", options_.budget_variable);
   if (device_refused_) {
     // The device itself had no room, even after monet gave back its cache: memory held outside
     // monet, or a budget above what the device has. A larger budget cannot help.
@@ -522,8 +523,10 @@ void CachingAllocator::throw_out_of_memory(std::size_t requested) {
                     format_bytes(backend_.total_bytes()))
               : "; the device has no room for it, even with monet's cache given back";
     advice = options_.budget_bytes != 0
-                 ? "Free the device memory that other programs hold, or lower MONET_BUDGET to "
-                   "what the device has free."
+                 ? fmt::format(
+                       "Free the device memory that other programs hold, or lower {} to "
+                       "what the device has free.",
+                       options_.budget_variable)
                  : "Free the device memory that other programs hold, or make the batch smaller.";
   } else if (options_.budget_bytes != 0 && requested <= size_rules::kMaxRequest &&
              stats_.allocated_bytes + size_rules::block_size(requested) <= options_.budget_bytes) {

@@ -47,6 +47,8 @@ class CachingAllocator {
   struct Options {
     std::size_t budget_bytes = 0;  // cap on reserved bytes; 0: no cap
     TraceWriter* trace = nullptr;  // where to record allocations and frees; not owned
+    // The knob the budget came from, which an out-of-memory message tells the user to change.
+    const char* budget_variable = "MONET_BUDGET";
   };
 
   // `backend` must outlive the allocator.
@@ -90,6 +92,9 @@ class CachingAllocator {
   std::size_t budget_bytes() const;
   void set_budget_bytes(std::size_t bytes);
   const std::string& device_name() const { return device_; }
+  // The device's whole memory, bytes (the host's physical memory for the CPU pool): what a
+  // budget written as a share ("60%") is a share of.
+  std::size_t device_total_bytes() const { return backend_.total_bytes(); }
 
   // Taken before fork() and let go after it, in the parent and in the child (pools:: registers
   // both with pthread_atfork): the child has only the thread that forked, so a lock another

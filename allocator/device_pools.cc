@@ -106,6 +106,7 @@ std::size_t budget_from(const char* variable, std::size_t device_total) {
 CachingAllocator& make_pool(State& s, std::unique_ptr<Backend> backend, const char* budget_var) {
   CachingAllocator::Options options;
   options.budget_bytes = budget_var ? budget_from(budget_var, backend->total_bytes()) : 0;
+  if (budget_var) options.budget_variable = budget_var;
   options.trace = trace_writer(s);
   auto allocator = std::make_unique<CachingAllocator>(*backend, options);
   CachingAllocator& result = *allocator;

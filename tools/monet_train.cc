@@ -53,8 +53,9 @@ struct Flags {
          "                   [--device D] [--autocast]\n"
          "  --model M      transformer (default): an encoder on long-tailed token lengths;\n"
          "                 resnet: a ResNet-style CNN on images of varying size\n"
-         "  --budget B     memory budget: 64MiB, 1GiB, 60% of RAM... (default MONET_BUDGET,\n"
-         "                 else half of the model's unconstrained peak at its largest input);\n"
+         "  --budget B     memory budget: 64MiB, 1GiB, 60% of the device's memory... (default\n"
+         "                 MONET_BUDGET, else half of the model's unconstrained peak at its\n"
+         "                 largest input);\n"
          "                 a budget too small for the largest input is refused before training,\n"
          "                 with the least that fits\n"
          "  --steps N      training steps (default 150 for the transformer, 60 for resnet)\n"
@@ -122,11 +123,6 @@ Flags parse(int argc, char** argv) {
   return f;
 }
 
-std::size_t physical_memory() {
-  return static_cast<std::size_t>(::sysconf(_SC_PHYS_PAGES)) *
-         static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-}
-
 monet::workloads::TrainResult train(const monet::workloads::Workload& w, const Flags& flags,
                                     const torch::Device& device, int steps,
                                     const monet::Options& options, const std::string& label) {
@@ -164,10 +160,15 @@ int run(const Flags& flags) {
     }
   }
   const std::string variable = flags.budget.empty() ? "MONET_BUDGET" : "--budget";
-  std::size_t budget =
-      budget_text.empty() ? 0 : monet::parse_budget(budget_text, physical_memory(), variable);
   unsetenv("MONET_BUDGET");
   monet::install();
+  const torch::Device device = monet::workloads::device_named(flags.device);
+  // A share ("60%") is of the training device's memory: the GPU's on CUDA, the host's on the CPU.
+  std::size_t budget =
+      budget_text.empty()
+          ? 0
+          : monet::parse_budget(budget_text,
+                                monet::workloads::pool_for(device).device_total_bytes(), variable);
   if (!flags.strategy.empty()) unsetenv("MONET_PLANNER");  // the flag wins, as --budget does
   monet::Options options = monet::Options::from_env();
   if (!flags.strategy.empty())
@@ -176,7 +177,6 @@ int run(const Flags& flags) {
     throw monet::ConfigError("--no-baseline needs a budget (--budget or MONET_BUDGET)");
   }
 
-  const torch::Device device = monet::workloads::device_named(flags.device);
   torch::set_num_threads(2);
   const auto w = monet::workloads::make_workload(flags.model);
   const int steps = flags.steps > 0 ? flags.steps : (flags.model == "resnet" ? 60 : 150);

@@ -8,8 +8,9 @@
  * as torch.cuda.OutOfMemoryError); monet_try_malloc returns NULL instead. A size of 0 gives
  * NULL, and monet_free(NULL, ...) does nothing. Freeing a pointer monet did not hand out (or
  * freed already) throws std::invalid_argument, and a device index that is not there
- * std::out_of_range, each with a message saying so: from C, where nothing can catch them, the
- * program ends with that message. */
+ * std::out_of_range, each with a message saying so, and so does the first call for a malformed
+ * MONET_* variable (monet::ConfigError, as monet::install() throws): from C, where nothing can
+ * catch them, the program ends with that message. */
 #ifndef MONET_C_API_H_
 #define MONET_C_API_H_
 

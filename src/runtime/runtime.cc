@@ -262,7 +262,7 @@ class RuntimeImpl {
           fmt::format("monet::Options::budget_bytes is {}; give the budget in bytes, or 0 for none",
                       options_.budget_bytes));
     }
-    if (!(options_.margin >= 0.0 && options_.margin < 0.9)) {
+    if (!(options_.margin >= 0.0 && options_.margin <= 0.9)) {
       throw ConfigError(fmt::format(
           "monet::Options::margin (MONET_MARGIN) is {}; use a fraction from 0 to 0.9 (0.10 is "
           "the default)",

@@ -394,6 +394,29 @@ TEST(PoolBudget, OutOfMemoryNamesTheNumbersAndTheKnob) {
   pool.free(a);
 }
 
+// The CPU pool beside a GPU takes its budget from MONET_CPU_BUDGET: its refusals name that knob,
+// not MONET_BUDGET, which caps the GPU.
+TEST(PoolBudget, OutOfMemoryNamesTheKnobTheBudgetCameFrom) {
+  for (const std::size_t capacity : {std::size_t{0}, 32 * kMiB}) {
+    SCOPED_TRACE(capacity);
+    HostBackend backend(testing::whole_segments(capacity, /*backed=*/false));
+    CachingAllocator pool(backend,
+                          CachingAllocator::Options{64 * kMiB, nullptr, "MONET_CPU_BUDGET"});
+    try {
+      pool.allocate(40 * kMiB);
+      pool.allocate(40 * kMiB);
+      FAIL() << "80 MiB under a 64 MiB budget";
+    } catch (const OutOfMemoryError& e) {
+      const std::string m = e.what();
+      EXPECT_THAT(m, HasSubstr("64.00 MiB budget (MONET_CPU_BUDGET)"));
+      EXPECT_THAT(m,
+                  HasSubstr(capacity == 0 ? "Raise MONET_CPU_BUDGET" : "lower MONET_CPU_BUDGET"));
+      EXPECT_THAT(m, Not(HasSubstr("MONET_BUDGET")));
+    }
+    pool.release_cached();
+  }
+}
+
 TEST(PoolBudget, OutOfMemoryWithRoomInTheBudgetSaysTheFreeMemoryIsInPieces) {
   HostBackend backend(testing::whole_segments());
   CachingAllocator pool(backend, CachingAllocator::Options{64 * kMiB, nullptr});

@@ -657,6 +657,31 @@ TEST(RuntimeErrors, MeasureRepeatsFromTheEnvironment) {
   ::unsetenv("MONET_MEASURE_REPEATS");
 }
 
+// MONET_MARGIN takes 0 to 90% (README, monet-knobs), both ends included, and a Runtime takes the
+// margin Options::from_env() read; past 90% it names the variable.
+TEST(RuntimeErrors, MarginFromTheEnvironmentUpTo90Percent) {
+  install();
+  auto w = testing::small_resnet();
+  for (const char* text : {"0", "15%", "0.15", "90%", "0.9"}) {
+    ::setenv("MONET_MARGIN", text, 1);
+    const Options o = Options::from_env();
+    EXPECT_NO_THROW(Runtime(w->make_model(1), o)) << "MONET_MARGIN=" << text;
+  }
+  EXPECT_DOUBLE_EQ(Options::from_env().margin, 0.9);
+  for (const char* bad : {"91%", "0.95", "15", "-1%", "ten"}) {
+    ::setenv("MONET_MARGIN", bad, 1);
+    try {
+      Options::from_env();
+      ADD_FAILURE() << "MONET_MARGIN=" << bad << " was taken";
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(std::string(e.what()),
+                  ::testing::HasSubstr(std::string("MONET_MARGIN='") + bad + "'"));
+    }
+  }
+  ::unsetenv("MONET_MARGIN");
+  EXPECT_DOUBLE_EQ(Options::from_env().margin, 0.10);
+}
+
 // A custom autograd Function that keeps a tensor in ctx->saved_data: autograd releases that only
 // with the node, so the stage holds it until the whole step's backward is over.
 struct KeepsInSavedData : torch::autograd::Function<KeepsInSavedData> {

@@ -1,8 +1,11 @@
 /* The C functions of include/monet/c_api.h from a C program that uses nothing else of monet: the
  * header compiles as C, host memory comes and goes within MONET_BUDGET (1 MiB, set by the test),
- * and the process ends cleanly after the statistics report at exit. Exits 0 when all holds. */
+ * and the process ends cleanly after the statistics report at exit. Exits 0 when all holds.
+ * With the argument "device -2", it asks for a block on that device index instead (which must
+ * end the program with monet's message, not hand out host memory). */
 #include <monet/c_api.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int failures = 0;
@@ -14,7 +17,12 @@ static void check(int ok, const char* what) {
   }
 }
 
-int main(void) {
+int main(int argc, char** argv) {
+  if (argc == 3 && strcmp(argv[1], "device") == 0) {
+    void* p = monet_malloc(16, atoi(argv[2]), NULL);
+    printf("c_api_test: device %s gave a block at %p\n", argv[2], p);
+    return 0;
+  }
   void* a = monet_malloc(1000, -1, NULL);
   check(a != NULL, "monet_malloc(1000) on the host gave NULL");
   memset(a, 7, 1000);
