@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/numbers.h"
 #include "monet/bytes.h"
 #include "monet/errors.h"
 #include "monet/planner.h"
@@ -214,20 +215,14 @@ monet::Shape parse_shape(const std::string& text) {
   while (true) {
     const std::size_t end = text.find('x', start);
     const std::string part = text.substr(start, end == std::string::npos ? end : end - start);
-    std::size_t used = 0;
-    long long dim = 0;
-    try {
-      dim = std::stoll(part, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (part.empty() || used != part.size() || dim <= 0) {
+    const std::optional<long long> dim = monet::parse_whole_number(part);
+    if (!dim || *dim <= 0) {
       throw UsageError(fmt::format(
           "--shape='{}': give the input's varying dims as positive integers joined by x, as "
           "the predictor's state has them (for example 64x256x256)",
           text));
     }
-    shape.push_back(dim);
+    shape.push_back(*dim);
     if (end == std::string::npos) return shape;
     start = end + 1;
   }

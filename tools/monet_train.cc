@@ -15,12 +15,17 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
 #include <string>
 
+#include "common/numbers.h"
 #include "crash_report.h"
 #include "monet/allocator.h"
 #include "monet/bytes.h"
@@ -81,13 +86,12 @@ Flags parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(arg + " needs a value");
       return argv[++i];
     };
-    // Digits only: std::stoi alone reads "1e3" as 1, and std::stoull "-1" as 2^64 - 1.
-    auto digits = [&]() -> std::string {
-      std::string text = value();
-      if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
-        throw std::invalid_argument(text);
-      }
-      return text;
+    // All of the text: "1e3" is not 1, nor "-1" 2^64 - 1 (common/numbers.h).
+    auto count = [&]() -> std::uint64_t {
+      const std::string text = value();
+      const std::optional<std::uint64_t> number = monet::parse_unsigned_number(text);
+      if (!number) throw std::invalid_argument(text);
+      return *number;
     };
     try {
       if (arg == "--model") {
@@ -95,8 +99,12 @@ Flags parse(int argc, char** argv) {
       } else if (arg == "--budget") {
         f.budget = value();
       } else if (arg == "--steps") {
-        f.steps = std::stoi(digits());
-        if (f.steps <= 0) usage("--steps must be positive");
+        const std::uint64_t steps = count();
+        if (steps > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
+          throw std::out_of_range(arg);
+        }
+        if (steps == 0) usage("--steps must be positive");
+        f.steps = static_cast<int>(steps);
       } else if (arg == "--strategy") {
         f.strategy = value();
       } else if (arg == "--json") {
@@ -106,7 +114,7 @@ Flags parse(int argc, char** argv) {
       } else if (arg == "--trace") {
         f.trace = value();
       } else if (arg == "--seed") {
-        f.seed = std::stoull(digits());
+        f.seed = count();
       } else if (arg == "--device") {
         f.device = value();
       } else if (arg == "--autocast") {

@@ -1,10 +1,12 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "allocator/device_pools.h"
 #include "common/env.h"
+#include "common/numbers.h"
 #include "monet/allocator.h"
 #include "monet/errors.h"
 #include "monet/runtime.h"
@@ -49,20 +51,14 @@ Options Options::from_env() {
   }
   if (auto path = env_value("MONET_PREDICTOR_STATE")) o.predictor_state = *path;
   if (auto repeats = env_value("MONET_MEASURE_REPEATS")) {
-    std::size_t used = 0;
-    int value = 0;
-    try {
-      value = std::stoi(*repeats, &used);
-    } catch (const std::logic_error&) {
-      used = 0;
-    }
-    if (used == 0 || used != repeats->size() || value < 1 || value > kMaxMeasureRepeats) {
+    const std::optional<long long> value = parse_whole_number(*repeats);
+    if (!value || *value < 1 || *value > kMaxMeasureRepeats) {
       throw ConfigError(fmt::format(
           "MONET_MEASURE_REPEATS='{}' is not a count of timings; use a whole number from 1 (the "
           "default) to {} (3 keeps the planner from choosing a mode for one lucky timing)",
           *repeats, kMaxMeasureRepeats));
     }
-    o.measure_repeats = value;
+    o.measure_repeats = static_cast<int>(*value);
   }
   if (auto clock = env_value("MONET_STAGE_CLOCK")) {
     if (*clock == "auto") {

@@ -5,13 +5,16 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include "common/atomic_file.h"
 #include "common/log.h"
+#include "common/numbers.h"
 #include "monet/bytes.h"
 #include "monet/errors.h"
 
@@ -65,6 +68,21 @@ TEST(ParseBudget, NamesTheVariableItWasGiven) {
 }
 
 TEST(ParseBudget, ShareNeedsAKnownTotal) { EXPECT_THROW(parse_budget("50%", 0), ConfigError); }
+
+TEST(WholeNumbers, AllOfTheTextOrNothing) {
+  EXPECT_EQ(parse_whole_number("45"), 45);
+  EXPECT_EQ(parse_whole_number("-7"), -7);
+  EXPECT_EQ(parse_whole_number("0"), 0);
+  // What std::stoi and std::stoll read a number from, and flags and knobs must refuse.
+  for (const char* text :
+       {"", " 7", "7 ", "+7", "45.5", "10%", "1e3", "10k", "x", "99999999999999999999"}) {
+    EXPECT_EQ(parse_whole_number(text), std::nullopt) << text;
+  }
+  EXPECT_EQ(parse_unsigned_number("18446744073709551615"), UINT64_MAX);
+  for (const char* text : {"", "-1", "+1", "18446744073709551616", "1.0", "2e3"}) {
+    EXPECT_EQ(parse_unsigned_number(text), std::nullopt) << text;
+  }
+}
 
 TEST(FormatBytes, UsesBinaryUnits) {
   EXPECT_EQ(format_bytes(17), "17 B");

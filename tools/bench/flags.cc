@@ -1,15 +1,17 @@
 #include "bench/flags.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "common/numbers.h"
 
 namespace monet::bench {
 namespace {
@@ -58,17 +60,9 @@ namespace {
 // `text` as a whole number for `flag`: all of it, so that 45.5, 10% or 1e3 is refused rather than
 // read as 45, 10 or 1.
 long long whole_number(const std::string& flag, const std::string& text) {
-  std::size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::logic_error&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size()) {
-    usage("bad number '" + text + "' for " + flag + "; give a whole number");
-  }
-  return value;
+  const std::optional<long long> value = monet::parse_whole_number(text);
+  if (!value) usage("bad number '" + text + "' for " + flag + "; give a whole number");
+  return *value;
 }
 
 // A whole number from `least` to `most` for `flag`; `what` says the range to a user.
@@ -84,19 +78,11 @@ int small_number(const std::string& flag, const std::string& text, int least, in
 
 // A seed: every digit of `text`, no sign (std::stoull reads -1 as 2^64 - 1).
 std::uint64_t seed_number(const std::string& flag, const std::string& text) {
-  std::size_t used = 0;
-  std::uint64_t value = 0;
-  try {
-    if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0]))) {
-      value = std::stoull(text, &used);
-    }
-  } catch (const std::logic_error&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size()) {
+  const std::optional<std::uint64_t> value = monet::parse_unsigned_number(text);
+  if (!value) {
     usage("bad seed '" + text + "' for " + flag + "; give a whole number from 0 to 2^64 - 1");
   }
-  return value;
+  return *value;
 }
 
 std::vector<std::string> split(const std::string& text) {
