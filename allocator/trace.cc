@@ -141,13 +141,19 @@ void TraceWriter::unlock_after_fork(bool in_child) {
   mutex_.unlock();
 }
 
-std::vector<TraceEvent> read_trace(std::istream& in) {
+std::vector<TraceEvent> read_trace(std::istream& in, std::string* cut_last_line) {
   std::vector<TraceEvent> events;
   std::string line;
   std::size_t number = 0;
   bool header_seen = false;
+  if (cut_last_line != nullptr) cut_last_line->clear();
   while (std::getline(in, line)) {
     ++number;
+    // getline stops at the end of the input, not at a newline: the line was cut short.
+    if (cut_last_line != nullptr && in.eof() && !line.empty()) {
+      *cut_last_line = line;
+      break;
+    }
     if (line.empty()) continue;
     if (line[0] == '#') {
       if (!header_seen && line.rfind("# monet-trace", 0) == 0 && line != kHeader) {

@@ -73,7 +73,10 @@ class TraceWriter {
 // the environment at start leaves a trace another process is writing as it is.
 void check_trace_path(const std::string& path);
 
-// Reads a whole trace. Throws std::runtime_error naming the line for anything malformed.
-std::vector<TraceEvent> read_trace(std::istream& in);
+// Reads a whole trace. Throws std::runtime_error naming the line for anything malformed. Every
+// event TraceWriter writes ends with a newline: where `cut_last_line` is given, a last line
+// without one (its writer stopped while writing it: killed, crashed, its disk full) is left out
+// and put there, "" where the trace ends whole; without it, that line is read as any other.
+std::vector<TraceEvent> read_trace(std::istream& in, std::string* cut_last_line = nullptr);
 
 }  // namespace monet

@@ -9,11 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -89,16 +87,14 @@ int main(int argc, char** argv) {
     if (std::filesystem::is_directory(path)) usage(path + " is a folder, not a trace");
     std::ifstream in(path, std::ios::binary);
     if (!in) usage("cannot open " + path);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    // Every event ends with a newline: a last line without one was cut off by a job that stopped
-    // (killed, crashed, or its disk full) while writing it. The events before it still replay.
-    if (const std::size_t end = text.find_last_of('\n') + 1; end > 0 && end < text.size()) {
-      std::cerr << "monet-replay: " << path << ": the last line, '" << text.substr(end)
+    // A last line cut short by a job that stopped while writing it is left out: the events
+    // before it still replay.
+    std::string cut;
+    events = monet::read_trace(in, &cut);
+    if (!cut.empty()) {
+      std::cerr << "monet-replay: " << path << ": the last line, '" << cut
                 << "', is cut short (the traced job stopped while writing it); it is left out\n";
-      text.resize(end);
     }
-    std::istringstream lines(text);
-    events = monet::read_trace(lines);
   } catch (const std::exception& e) {
     std::cerr << "monet-replay: " << path << ": " << e.what() << "\n";
     return 2;

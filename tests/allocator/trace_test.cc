@@ -100,6 +100,20 @@ TEST(Trace, RecordsEveryAllocationAndFreeAndReadsBack) {
   std::remove(path.c_str());
 }
 
+TEST(Trace, ALastLineCutShortIsLeftOutWhereAsked) {
+  const std::string whole = "# monet-trace 1\na 1 cpu 0 4096 0x1000\nf 2 cpu 0 4096 0x1000\n";
+  std::string cut = "stale";
+  std::istringstream in(whole + "a 3 cpu 0 40");
+  EXPECT_EQ(read_trace(in, &cut).size(), 2u);
+  EXPECT_EQ(cut, "a 3 cpu 0 40");
+  std::istringstream ends_whole(whole);
+  EXPECT_EQ(read_trace(ends_whole, &cut).size(), 2u);
+  EXPECT_EQ(cut, "");
+  // Not asked, the line is read as any other: this one is malformed.
+  std::istringstream not_asked(whole + "a 3 cpu 0 40");
+  EXPECT_THROW(read_trace(not_asked), std::runtime_error);
+}
+
 TEST(Trace, MalformedLinesAreNamed) {
   std::istringstream in("# monet-trace 1\na 1 cpu 0 512 0x1000\nx 2 cpu 0 512 0x1000\n");
   try {
