@@ -117,10 +117,12 @@ struct Cell {
     return looked_up > 0 ? static_cast<double>(stats.cache_hits) / looked_up : std::nan("");
   }
   // The recomputation the plans meant to add, by the memory model on the chains they were made
-  // for: what the strategy chose, without the machine's noise or the measurement passes.
+  // for: what the strategy chose, without the machine's noise or the measurement passes. None
+  // (NaN) for a cell no plan fitted, even where earlier rounds ran: its budget has no figure.
   double planned_overhead() const {
     if (strategy == "none") return 0.0;
-    return unconstrained_seconds > 0 ? planned_seconds / unconstrained_seconds - 1.0 : std::nan("");
+    if (!feasible || !(unconstrained_seconds > 0)) return std::nan("");
+    return planned_seconds / unconstrained_seconds - 1.0;
   }
   // The memory model's time of keeping every stage over the steps the cell ran, against the
   // baseline's measured time of as many steps: the share of a step that its stages account for.
@@ -128,7 +130,8 @@ struct Cell {
   // so a measured overhead near planned_overhead() * stage_share() is the plans' recomputation
   // as the model timed it (`static`'s one plan priced on each step's own shape).
   double stage_share() const {
-    if (strategy == "none" || !(baseline_seconds > 0) || !(unconstrained_seconds > 0)) {
+    if (strategy == "none" || !feasible || !(baseline_seconds > 0) ||
+        !(unconstrained_seconds > 0)) {
       return std::nan("");
     }
     return unconstrained_seconds / baseline_seconds;
