@@ -1,7 +1,8 @@
 // A crash report for the command-line tools: on SIGSEGV, SIGBUS, SIGFPE or SIGILL, the tool's name,
 // the signal and the native stack go to stderr, and the process then dies of the same signal (its
 // exit status is what it would have been). A crash on a machine one reaches only through logs, a
-// leased GPU machine, then says where it happened.
+// leased GPU machine, then says where it happened. The report runs on a stack of its own, so that a
+// stack overflow (a SIGSEGV with no stack left to run a handler on) is reported too.
 #pragma once
 
 #include <execinfo.h>
@@ -9,6 +10,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <initializer_list>
 
 namespace monet::tools {
 
@@ -57,7 +59,18 @@ inline void report_crashes(const char* tool) {
   // The first backtrace() loads libgcc's unwinder, which allocates: done here, not in a handler.
   void* frame = nullptr;
   ::backtrace(&frame, 1);
-  for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) std::signal(signal, crash_detail::on_crash);
+  // The handler's own stack, for the main thread (where a deep recursion overflows). 64 KiB holds
+  // the handler, backtrace() and the unwinder with room to spare.
+  static char alternate_stack[1 << 16];
+  stack_t stack{};
+  stack.ss_sp = alternate_stack;
+  stack.ss_size = sizeof(alternate_stack);
+  ::sigaltstack(&stack, nullptr);
+  struct sigaction action {};
+  action.sa_handler = crash_detail::on_crash;
+  action.sa_flags = SA_ONSTACK;
+  sigemptyset(&action.sa_mask);
+  for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::sigaction(signal, &action, nullptr);
 }
 
 }  // namespace monet::tools
