@@ -1,10 +1,23 @@
 // monet-knobs: every MONET_* variable, its value in this environment (or its default) and its
-// meaning. `monet knobs` runs it.
+// meaning. `monet knobs` runs it. `--defaults` prints each knob's name and default, a tab between,
+// whatever the environment holds (the README's table is checked against it).
+#include <cstring>
 #include <iostream>
 
 #include "common/env.h"
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--defaults") == 0) {
+    for (const monet::Knob& k : monet::knobs())
+      std::cout << k.name << '\t' << k.default_value << '\n';
+    return 0;
+  }
+  if (argc > 1) {
+    std::cerr << "usage: monet-knobs [--defaults]\n"
+                 "Prints every MONET_* knob, its value here (or its default) and its meaning;\n"
+                 "with --defaults, each knob's name and default.\n";
+    return 2;
+  }
   std::cout << monet::describe_knobs();
   return 0;
 }
