@@ -74,9 +74,14 @@ struct BlockAddress {
 
 struct AddressHash {
   std::size_t operator()(const char* p) const {
-    // Addresses are 512-aligned: drop the zero bits, then mix (Fibonacci hashing).
-    return static_cast<std::size_t>((reinterpret_cast<std::uintptr_t>(p) >> 9) *
-                                    0x9E3779B97F4A7C15ull);
+    // Addresses are 512-aligned: drop the zero bits, then mix (Fibonacci hashing). The index takes
+    // the low bits of the hash (power-of-two buckets), and the low bits of a product depend only
+    // on the low bits of the address: the product's high half is what mixes them all. Otherwise
+    // blocks at 2 MiB boundaries (where CUDA puts segments) would all share one bucket.
+    const std::uint64_t mixed =
+        static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p) >> 9) *
+        0x9E3779B97F4A7C15ull;
+    return static_cast<std::size_t>(mixed >> 32);
   }
 };
 

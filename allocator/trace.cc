@@ -45,6 +45,11 @@ ConfigError unwritable(const std::string& path, int error) {
 }  // namespace
 
 void check_trace_path(const std::string& path) {
+  // A folder passes access(W_OK) and fails only when the first pool opens it, with no trace then.
+  if (struct stat st{}; ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    throw ConfigError(fmt::format(
+        "MONET_TRACE='{}' is a folder. Name a file, a new one in that folder for instance.", path));
+  }
   if (::access(path.c_str(), F_OK) == 0) {
     if (::access(path.c_str(), W_OK) != 0) throw unwritable(path, errno);
     return;
@@ -164,11 +169,13 @@ std::vector<TraceEvent> read_trace(std::istream& in, std::string* cut_last_line)
       continue;
     }
     std::istringstream fields(line);
-    std::string op, time, stream, bytes, address;
+    std::string op, time, stream, bytes, address, rest;
     TraceEvent e;
     fields >> op >> time >> e.device >> stream >> bytes >> address;
+    // Nothing may follow the address: two events run together on one line would lose the second.
+    const bool whole = fields && !(fields >> rest);
     std::uint64_t t = 0, s = 0, b = 0, a = 0;
-    if (!fields || (op != "a" && op != "f") || !parse_unsigned(time, 10, &t) ||
+    if (!whole || (op != "a" && op != "f") || !parse_unsigned(time, 10, &t) ||
         !parse_unsigned(stream, 10, &s) || !parse_unsigned(bytes, 10, &b) ||
         !parse_unsigned(address, 16, &a)) {
       throw std::runtime_error(fmt::format(

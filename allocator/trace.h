@@ -68,9 +68,10 @@ class TraceWriter {
   std::chrono::steady_clock::time_point start_;
 };
 
-// Throws ConfigError naming MONET_TRACE where `path` could not be written: a file that is there
-// and not writable, or a folder that is missing or not writable. Opens nothing, so that checking
-// the environment at start leaves a trace another process is writing as it is.
+// Throws ConfigError naming MONET_TRACE where `path` could not be written: a folder, a file that is
+// there and not writable, or a folder it would go in that is missing or not writable. Opens
+// nothing, so that checking the environment at start leaves a trace another process is writing as
+// it is.
 void check_trace_path(const std::string& path);
 
 // Reads a whole trace. Throws std::runtime_error naming the line for anything malformed. Every

@@ -38,7 +38,9 @@ namespace {
 struct Replay {
   std::unique_ptr<monet::HostBackend> backend;
   std::unique_ptr<monet::CachingAllocator> pool;
-  std::map<std::uintptr_t, void*> live;  // traced address -> replayed address
+  // Traced address -> replayed address; nullptr for an allocation the replay refused, whose free
+  // is then skipped, not counted as a free of a block allocated before the trace began.
+  std::map<std::uintptr_t, void*> live;
   std::uint64_t refused = 0;
   std::uint64_t unmatched_frees = 0;
 };
@@ -116,14 +118,15 @@ int main(int argc, char** argv) {
         r.live[e.address] = r.pool->allocate(e.bytes, e.stream);
       } catch (const monet::OutOfMemoryError&) {
         ++r.refused;
+        r.live[e.address] = nullptr;
       }
     } else {
       auto it = r.live.find(e.address);
       if (it == r.live.end()) {
-        ++r.unmatched_frees;  // allocated before tracing began, or refused above
+        ++r.unmatched_frees;  // allocated before tracing began
         continue;
       }
-      r.pool->free(it->second);
+      if (it->second != nullptr) r.pool->free(it->second);
       r.live.erase(it);
     }
   }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <set>
 
 #include "allocator/host_backend.h"
 #include "allocator/size_rules.h"
@@ -227,6 +228,20 @@ TEST(PoolInvariants, AViolationNamesTheBlockByItsAddress) {
   EXPECT_THAT(pool.check_invariants(),
               Contains(fmt::format("block {} of 1024 bytes is not 512-byte aligned", a)));
   pool.free(a);
+}
+
+// The index of allocated blocks has power-of-two buckets, indexed by the hash's low bits. Blocks
+// at 2 MiB boundaries (large blocks at the start of cudaMalloc's segments) must not share one
+// bucket: each free would walk every such block in use.
+TEST(PoolIndex, BlocksAtTwoMiBBoundariesSpreadOverTheBuckets) {
+  constexpr std::size_t kBuckets = 1024;
+  std::set<std::size_t> used;
+  for (std::uintptr_t i = 0; i < kBuckets; ++i) {
+    const auto address =
+        reinterpret_cast<const char*>(std::uintptr_t{0x7f0000000000} + i * 2 * kMiB);
+    used.insert(AddressHash()(address) & (kBuckets - 1));
+  }
+  EXPECT_GT(used.size(), kBuckets / 2);
 }
 
 TEST_F(PoolTest, ReleaseKeepsSegmentsInUse) {

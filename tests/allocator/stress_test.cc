@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <thread>
 #include <vector>
@@ -115,6 +116,151 @@ void run_stress(std::uint64_t seed, std::size_t budget, int steps, std::size_t g
   EXPECT_EQ(s.allocations, s.frees);
   EXPECT_LE(s.peak_reserved_bytes, budget);
   ::testing::Test::RecordProperty("refused", refused);
+}
+
+// The statistics against a model kept beside the pool: every counter the model can know exactly
+// (requested bytes, counts, peaks, marks, blocks in use, refusals with room in the budget) after
+// every operation of a random sequence that also empties the cache, changes the budget, resets
+// the peaks and makes and clears marks.
+void run_model(std::uint64_t seed, std::size_t granularity) {
+  std::mt19937_64 rng(seed);
+  const auto pick = [&rng](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  HostBackend::Options options;
+  options.granularity = granularity;
+  options.backed = false;
+  testing::ManualEventBackend backend(options);
+  std::size_t budget = std::size_t{96} << 20;
+  CachingAllocator pool(backend, CachingAllocator::Options{budget, nullptr});
+  std::map<char*, std::size_t> live;  // address -> bytes asked for
+  std::size_t requested = 0, least_allocated = 0;
+  std::uint64_t allocations = 0, frees = 0, refused = 0, in_pieces = 0, hits = 0;
+  std::size_t peak_allocated = 0, peak_requested = 0, peak_reserved = 0;
+  struct OpenMark {
+    Mark mark;
+    std::size_t allocated, requested;  // the peaks since the mark
+  };
+  std::vector<OpenMark> marks;
+  bool over_budget = false;  // the budget was lowered below what is in use
+  for (int step = 0; step < 12000; ++step) {
+    SCOPED_TRACE(step);
+    const int action = pick(100);
+    if (action < 50 || live.empty()) {
+      // Sizes at the rules' edges now and then.
+      static constexpr std::size_t kEdges[] = {
+          1,       511, 512, 513, 1 << 20, (1 << 20) + 1, (10 << 20) - 1, 10 << 20, (10 << 20) + 1,
+          20 << 20};
+      const std::size_t bytes = pick(10) == 0 ? kEdges[pick(10)] : random_size(rng);
+      const std::uint64_t reserves = pool.stats().segment_reserves;
+      try {
+        auto* p = static_cast<char*>(pool.allocate(bytes, static_cast<Stream>(pick(2))));
+        ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % size_rules::kMinBlock, 0u);
+        const auto next = live.lower_bound(p);
+        if (next != live.end()) {
+          ASSERT_LE(p + size_rules::block_size(bytes), next->first) << "overlaps the next block";
+        }
+        if (next != live.begin()) {
+          const auto before = std::prev(next);
+          ASSERT_LE(before->first + size_rules::block_size(before->second), p) << "overlaps";
+        }
+        live[p] = bytes;
+        ++allocations;
+        requested += bytes;
+        least_allocated += size_rules::block_size(bytes);
+        if (pool.stats().segment_reserves == reserves) ++hits;
+        if (pick(20) == 0) pool.record_stream(p, static_cast<Stream>(pick(3)));
+      } catch (const OutOfMemoryError& e) {
+        ++refused;
+        if (budget != 0 && bytes <= size_rules::kMaxRequest &&
+            e.allocated_bytes + size_rules::block_size(bytes) <= budget) {
+          ++in_pieces;
+        }
+        const MemoryStats s = pool.stats();
+        EXPECT_EQ(e.allocated_bytes, s.allocated_bytes);
+        EXPECT_EQ(e.reserved_bytes, s.reserved_bytes);
+        EXPECT_EQ(e.largest_free_bytes, s.largest_free_bytes);
+      }
+    } else if (action < 88) {
+      auto it = std::next(live.begin(), pick(static_cast<int>(live.size())));
+      pool.free(it->first);
+      ++frees;
+      requested -= it->second;
+      least_allocated -= size_rules::block_size(it->second);
+      live.erase(it);
+    } else if (action < 90) {
+      backend.complete_all();
+    } else if (action < 92) {
+      pool.release_cached();
+      if (live.empty()) {
+        ASSERT_EQ(pool.stats().reserved_bytes, 0u);
+      }
+    } else if (action < 94) {
+      budget = pick(4) == 0 ? 0 : static_cast<std::size_t>(8 + pick(120)) << 20;
+      pool.set_budget_bytes(budget);
+      over_budget = budget != 0 && pool.stats().reserved_bytes > budget;
+      if (live.empty()) {
+        ASSERT_EQ(pool.stats().reserved_bytes, 0u);
+      }
+    } else if (action < 95) {
+      pool.reset_peaks();
+      const MemoryStats s = pool.stats();
+      peak_allocated = s.allocated_bytes;
+      peak_requested = s.requested_bytes;
+      peak_reserved = s.reserved_bytes;
+    } else if (action < 98) {
+      const Mark m = pool.mark();
+      marks.push_back({m, m.allocated_bytes, m.requested_bytes});
+      ASSERT_EQ(m.requested_bytes, requested);
+    } else {
+      pool.clear_marks();
+      marks.clear();
+    }
+
+    const MemoryStats s = pool.stats();
+    peak_allocated = std::max(peak_allocated, s.allocated_bytes);
+    peak_requested = std::max(peak_requested, s.requested_bytes);
+    peak_reserved = std::max(peak_reserved, s.reserved_bytes);
+    ASSERT_EQ(s.requested_bytes, requested);
+    ASSERT_GE(s.allocated_bytes, least_allocated);
+    ASSERT_LE(s.allocated_bytes, s.reserved_bytes);
+    ASSERT_EQ(s.allocations, allocations);
+    ASSERT_EQ(s.frees, frees);
+    ASSERT_EQ(s.out_of_memory, refused);
+    ASSERT_EQ(s.out_of_memory_in_pieces, in_pieces);
+    ASSERT_EQ(s.cache_hits, hits);
+    ASSERT_EQ(s.segments, s.segment_reserves - s.segment_releases);
+    ASSERT_EQ(s.active_blocks, live.size());
+    ASSERT_EQ(s.peak_allocated_bytes, peak_allocated);
+    ASSERT_EQ(s.peak_requested_bytes, peak_requested);
+    ASSERT_EQ(s.peak_reserved_bytes, peak_reserved);
+    ASSERT_EQ(s.budget_bytes, budget);
+    if (budget != 0 && s.reserved_bytes <= budget) over_budget = false;
+    if (budget != 0 && !over_budget) {
+      ASSERT_LE(s.reserved_bytes, budget);
+    }
+    if (s.free_blocks == 0) {
+      ASSERT_EQ(s.largest_free_bytes, 0u);
+    }
+    for (OpenMark& m : marks) {
+      m.allocated = std::max(m.allocated, s.allocated_bytes);
+      m.requested = std::max(m.requested, s.requested_bytes);
+      ASSERT_EQ(pool.peak_since(m.mark), m.allocated);
+      ASSERT_EQ(pool.peak_requested_since(m.mark), m.requested);
+    }
+    if (step % 64 == 0 && !over_budget) {
+      ASSERT_THAT(pool.check_invariants(), IsEmpty());
+    }
+  }
+}
+
+TEST(PoolModel, EveryStatisticAgreesWithAModelOfThePool) {
+  for (const std::size_t granularity :
+       {std::size_t{0}, std::size_t{64} << 10, std::size_t{2} << 20}) {
+    for (std::uint64_t seed = 1; seed <= 2; ++seed) {
+      SCOPED_TRACE(::testing::Message() << "granularity " << granularity << ", seed " << seed);
+      run_model(seed, granularity);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
 }
 
 class PoolStress : public ::testing::TestWithParam<std::size_t> {};

@@ -128,7 +128,7 @@ TEST(Trace, MalformedLinesAreNamed) {
   for (const char* bad :
        {"a 1 cpu 0 -5 0x1000", "a 1 cpu 0 +5 0x1000", "a 1x cpu 0 5 0x1000", "a 1 cpu -1 5 0x1000",
         "a 1 cpu 0 99999999999999999999 0x1000", "a 1 cpu 0 5 0x", "a 1 cpu 0 5 0x12g",
-        "a 1 cpu 0 5 1000", "ab 1 cpu 0 5 0x1000"}) {
+        "a 1 cpu 0 5 1000", "ab 1 cpu 0 5 0x1000", "a 1 cpu 0 5 0x1000 f 2 cpu 0 5 0x1000"}) {
     std::istringstream line(std::string("# monet-trace 1\n") + bad + "\n");
     try {
       read_trace(line);
@@ -149,6 +149,16 @@ TEST(Trace, MalformedLinesAreNamed) {
 TEST(Trace, UnwritablePathIsAConfigError) {
   EXPECT_THROW(TraceWriter("/nonexistent-folder/x.trace"), ConfigError);
   EXPECT_THROW(check_trace_path("/nonexistent-folder/x.trace"), ConfigError);
+  // A folder is writable as a folder, not as a trace: named at start, not when the first pool
+  // fails to open it and the job goes on without a trace.
+  for (const std::string& folder : {::testing::TempDir(), std::string("/tmp")}) {
+    try {
+      check_trace_path(folder);
+      ADD_FAILURE() << "a folder was taken for a trace: " << folder;
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("is a folder")) << folder;
+    }
+  }
 }
 
 // Checking MONET_TRACE at start opens nothing: the file may be the trace of the process that
