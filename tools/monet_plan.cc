@@ -245,10 +245,7 @@ monet::Chain load_chain(const Args& args) {
     chain = monet::read_chain_file(args.chain_path);
   }
   if (args.fixed) {
-    chain.fixed_bytes =
-        *args.fixed == "0"
-            ? 0
-            : static_cast<std::int64_t>(monet::parse_budget(*args.fixed, 0, "--fixed"));
+    chain.fixed_bytes = static_cast<std::int64_t>(monet::parse_size(*args.fixed, "--fixed"));
   }
   return chain;
 }

@@ -29,8 +29,8 @@ namespace {
                "  TRACE            a file written with MONET_TRACE=FILE\n"
                "  --budget B       replay under this budget (1GiB, 512MiB...); default: none\n"
                "  --granularity G  commit memory in granules of G (default 2MiB, as CUDA's\n"
-               "                   virtual memory API does); 0 holds segments whole, as\n"
-               "                   cudaMalloc does\n"
+               "                   expandable segments do; monet's CPU pool uses 64KiB);\n"
+               "                   0 holds segments whole, as cudaMalloc does\n"
                "  --json           print one JSON object per device instead of a table\n";
   std::exit(problem.empty() ? 0 : 2);
 }
@@ -79,12 +79,14 @@ int main(int argc, char** argv) {
   std::vector<monet::TraceEvent> events;
   try {
     if (!budget_text.empty()) budget = monet::parse_budget(budget_text, 0, "--budget");
-    if (granularity_text != "0") {
-      granularity = monet::parse_budget(granularity_text, 0, "--granularity");
-      if ((granularity & (granularity - 1)) != 0 || granularity < 512) {
-        usage("--granularity must be 0 or a power of two of at least 512 bytes");
-      }
-    }
+    granularity = monet::parse_size(granularity_text, "--granularity");
+  } catch (const monet::ConfigError& e) {
+    usage(e.what());
+  }
+  if (granularity != 0 && ((granularity & (granularity - 1)) != 0 || granularity < 512)) {
+    usage("--granularity must be 0 or a power of two of at least 512 bytes");
+  }
+  try {
     // A folder opens as a file and reads as nothing: an empty trace.
     if (std::filesystem::is_directory(path)) usage(path + " is a folder, not a trace");
     std::ifstream in(path, std::ios::binary);

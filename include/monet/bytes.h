@@ -15,6 +15,11 @@ namespace monet {
 std::size_t parse_budget(std::string_view text, std::size_t device_total_bytes,
                          std::string_view variable = "MONET_BUDGET");
 
+// Parses a size as the tools' byte flags take it (monet-plan --fixed, monet-replay
+// --granularity): bytes or a size with a unit as parse_budget reads them, zero included ("0",
+// "0B"), no share. Throws ConfigError naming `variable` and the accepted forms for anything else.
+std::size_t parse_size(std::string_view text, std::string_view variable);
+
 // "1.50 GiB", "512.00 KiB", "17 B": binary units, two decimals.
 std::string format_bytes(std::size_t bytes);
 

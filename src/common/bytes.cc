@@ -16,11 +16,20 @@ namespace {
 
 constexpr double kKi = 1024.0;
 
-[[noreturn]] void reject(std::string_view variable, std::string_view text, std::string_view why) {
+// What a text is read as: a budget (no zero, a share of a total where one is known) or a size
+// (zero allowed, no share).
+struct Reading {
+  std::string_view variable;
+  bool budget;
+  bool shares;  // a share ("60%") is a form it takes
+};
+
+[[noreturn]] void reject(const Reading& r, std::string_view text, std::string_view why) {
   throw ConfigError(fmt::format(
-      "{}='{}' is not a budget monet can use ({}). Use bytes (1073741824), a size with a unit "
-      "(8GiB, 8G, 7500MB, 512MiB) or a share of the device's memory (60%).",
-      variable, text, why));
+      "{}='{}' is not a {} monet can use ({}). Use bytes (1073741824){} a size with a unit "
+      "(8GiB, 8G, 7500MB, 512MiB){}.",
+      r.variable, text, r.budget ? "budget" : "size", why, r.shares ? "," : " or",
+      r.shares ? " or a share of the device's memory (60%)" : ""));
 }
 
 // Multiplier for a unit suffix, or 0 when the suffix is not a unit.
@@ -44,12 +53,10 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-}  // namespace
-
-std::size_t parse_budget(std::string_view text, std::size_t device_total_bytes,
-                         std::string_view variable) {
+// Bytes from `text` as `r` reads it; `total` is what a share is of.
+std::size_t parse(std::string_view text, std::size_t total, const Reading& r) {
   const std::string_view body = trim(text);
-  if (body.empty()) reject(variable, text, "it is empty");
+  if (body.empty()) reject(r, text, "it is empty");
 
   std::size_t digits_end = 0;
   while (digits_end < body.size() &&
@@ -58,29 +65,43 @@ std::size_t parse_budget(std::string_view text, std::size_t device_total_bytes,
   }
   const std::string number(body.substr(0, digits_end));
   if (number.empty() || number == "." || number.find('.') != number.rfind('.')) {
-    reject(variable, text, "it does not start with a number");
+    reject(r, text, "it does not start with a number");
   }
   const double value = std::strtod(number.c_str(), nullptr);
   const std::string suffix(trim(body.substr(digits_end)));
 
   double bytes = 0.0;
   if (suffix == "%") {
-    if (value <= 0.0 || value > 100.0) reject(variable, text, "a share must be in (0, 100]%");
-    if (device_total_bytes == 0) {
-      reject(variable, text, "the device's total memory is unknown, so a share cannot be used");
+    if (!r.budget) reject(r, text, "a size is not a share");
+    if (total == 0) {
+      reject(r, text, "the total a share would be of is unknown here, so a share cannot be used");
     }
-    bytes = std::floor(static_cast<double>(device_total_bytes) * value / 100.0);
+    if (value <= 0.0 || value > 100.0) reject(r, text, "a share must be in (0, 100]%");
+    bytes = std::floor(static_cast<double>(total) * value / 100.0);
   } else {
     const double multiplier = unit_multiplier(suffix);
-    if (multiplier == 0.0) reject(variable, text, fmt::format("'{}' is not a unit", suffix));
+    if (multiplier == 0.0) reject(r, text, fmt::format("'{}' is not a unit", suffix));
     bytes = std::floor(value * multiplier);
   }
-  if (bytes < 1.0) reject(variable, text, "a budget of zero bytes would fail every allocation");
-  // Budgets are signed 64-bit byte counts past here (the runtime's and the planner's).
+  if (r.budget && bytes < 1.0) {
+    reject(r, text, "a budget of zero bytes would fail every allocation");
+  }
+  // Byte counts are signed 64-bit past here (the runtime's and the planner's).
   if (bytes >= static_cast<double>(std::numeric_limits<std::int64_t>::max())) {
-    reject(variable, text, "it is too large");
+    reject(r, text, "it is too large");
   }
   return static_cast<std::size_t>(bytes);
+}
+
+}  // namespace
+
+std::size_t parse_budget(std::string_view text, std::size_t device_total_bytes,
+                         std::string_view variable) {
+  return parse(text, device_total_bytes, Reading{variable, true, device_total_bytes > 0});
+}
+
+std::size_t parse_size(std::string_view text, std::string_view variable) {
+  return parse(text, 0, Reading{variable, false, false});
 }
 
 std::string format_bytes(std::size_t bytes) {
@@ -88,7 +109,9 @@ std::string format_bytes(std::size_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);
   double value = static_cast<double>(bytes) / kKi;
   std::size_t unit = 0;
-  while (value >= kKi && unit + 1 < std::size(kUnits)) {
+  // A value that two decimals would round up to 1024 goes on to the next unit: 1,048,575 bytes is
+  // "1.00 MiB", not "1024.00 KiB".
+  while (value >= kKi - 0.005 && unit + 1 < std::size(kUnits)) {
     value /= kKi;
     ++unit;
   }

@@ -22,6 +22,7 @@ namespace monet {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr std::size_t kGiB = std::size_t{1} << 30;
 
@@ -67,7 +68,39 @@ TEST(ParseBudget, NamesTheVariableItWasGiven) {
       ConfigError);
 }
 
-TEST(ParseBudget, ShareNeedsAKnownTotal) { EXPECT_THROW(parse_budget("50%", 0), ConfigError); }
+// Where no total is known (a tool's --budget), a share is refused, and the message does not offer
+// one as a form to use.
+TEST(ParseBudget, ShareNeedsAKnownTotal) {
+  try {
+    parse_budget("50%", 0, "--budget");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--budget='50%'"));
+    EXPECT_THAT(e.what(), HasSubstr("a share cannot be used"));
+    EXPECT_THAT(e.what(), Not(HasSubstr("60%")));
+  }
+}
+
+TEST(ParseSize, TakesZeroAndEverySizeButNoShare) {
+  EXPECT_EQ(parse_size("0", "--fixed"), 0u);
+  EXPECT_EQ(parse_size("0B", "--fixed"), 0u);
+  EXPECT_EQ(parse_size("0 KiB", "--fixed"), 0u);
+  EXPECT_EQ(parse_size("1.5MiB", "--fixed"), std::size_t{3} << 19);
+  EXPECT_EQ(parse_size("2MiB", "--granularity"), std::size_t{2} << 20);
+  EXPECT_EQ(parse_size("7500MB", "--fixed"), 7500000000u);
+  for (const char* bad : {"", "-1", "lots", "10%", "1.2.3K", "9000000TiB"}) {
+    SCOPED_TRACE(bad);
+    try {
+      parse_size(bad, "--granularity");
+      FAIL() << "accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("--granularity='"));
+      EXPECT_THAT(e.what(), HasSubstr("is not a size"));
+      EXPECT_THAT(e.what(), HasSubstr("512MiB"));
+      EXPECT_THAT(e.what(), Not(HasSubstr("budget")));
+    }
+  }
+}
 
 TEST(WholeNumbers, AllOfTheTextOrNothing) {
   EXPECT_EQ(parse_whole_number("45"), 45);
@@ -88,6 +121,12 @@ TEST(FormatBytes, UsesBinaryUnits) {
   EXPECT_EQ(format_bytes(17), "17 B");
   EXPECT_EQ(format_bytes(1536), "1.50 KiB");
   EXPECT_EQ(format_bytes(3 * kGiB / 2), "1.50 GiB");
+  EXPECT_EQ(format_bytes(1023), "1023 B");
+  EXPECT_EQ(format_bytes(1024), "1.00 KiB");
+  // What two decimals would round up to 1024 of a unit is one of the next.
+  EXPECT_EQ(format_bytes((std::size_t{1} << 20) - 1), "1.00 MiB");
+  EXPECT_EQ(format_bytes((std::size_t{1} << 20) - 6 * 1024), "1018.00 KiB");
+  EXPECT_EQ(format_bytes(kGiB - 1), "1.00 GiB");
 }
 
 TEST(LogLevel, ParsesLevelsAndRejectsOthers) {
