@@ -3,9 +3,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "common/atomic_file.h"
 #include "fmt/format.h"
@@ -218,8 +221,21 @@ Predictor Predictor::from_json(const json& state, const std::string& source) {
     r.at() = "options";
     PredictorOptions options =
         r.options(state.contains("options") ? state.at("options") : json::object());
+    // The constructor refuses bad options (ConfigError) and a bad layout (std::invalid_argument):
+    // both are named with the file and where in it, as every other fault is.
+    Predictor p = [&]() {
+      try {
+        return Predictor(std::move(layout), std::move(options));
+      } catch (const ConfigError& e) {
+        constexpr std::string_view kPrefix = "monet predictor options: ";
+        const std::string what = e.what();
+        r.fail(what.rfind(kPrefix, 0) == 0 ? what.substr(kPrefix.size()) : what);
+      } catch (const std::invalid_argument& e) {
+        r.at().clear();
+        r.fail(e.what());
+      }
+    }();
     r.at().clear();
-    Predictor p(std::move(layout), std::move(options));
     const std::int64_t fixed = state.contains("fixed_bytes") ? r.integer(state, "fixed_bytes") : 0;
     if (fixed < 0) malformed(source, fmt::format("fixed_bytes = {} is negative", fixed));
     p.fixed_bytes_ = fixed;
@@ -227,11 +243,12 @@ Predictor Predictor::from_json(const json& state, const std::string& source) {
 
     const json& shapes = r.array(state, "shapes");
     const std::int64_t dims = r.integer(state, "dims");
-    if (shapes.empty()) return p;
-    if (dims < 1 || dims > kMaxDims) {
-      malformed(source, fmt::format("dims = {} (1 to {} expected)", dims, kMaxDims));
+    if (!shapes.empty()) {
+      if (dims < 1 || dims > kMaxDims) {
+        malformed(source, fmt::format("dims = {} (1 to {} expected)", dims, kMaxDims));
+      }
+      p.start(static_cast<int>(dims));
     }
-    p.start(static_cast<int>(dims));
     for (std::size_t k = 0; k < shapes.size(); ++k) {
       const json& js = shapes[k];
       r.at() = fmt::format("shapes[{}]", k);
@@ -256,9 +273,17 @@ Predictor Predictor::from_json(const json& state, const std::string& source) {
           const json& m = measurements[k];
           r.at() = fmt::format("{} measurements[{}]", where, k);
           const std::int64_t id = r.integer(m, "shape");
+          if (p.profiled_shapes() == 0) {
+            r.fail(fmt::format("shape index {} is out of range: \"shapes\" is empty", id));
+          }
           if (id < 0 || id >= p.table_->size()) {
             r.fail(
                 fmt::format("shape index {} is out of range (0 to {})", id, p.table_->size() - 1));
+          }
+          // A second entry would silently replace the first one's statistics.
+          if (p.models_[i][v].measured(static_cast<int>(id))) {
+            r.fail(fmt::format(
+                "shape index {} is measured twice; give each shape's statistics once", id));
           }
           ShapeMeasurements sm;
           sm.count = r.integer(m, "count");
@@ -276,7 +301,7 @@ Predictor Predictor::from_json(const json& state, const std::string& source) {
           p.models_[i][v].restore(static_cast<int>(id), sm);
         }
         r.at() = where;
-        p.refit(i, v);
+        if (p.profiled_shapes() > 0) p.refit(i, v);
       }
     }
     return p;
@@ -293,6 +318,14 @@ void Predictor::save(const std::string& path) const {
 }
 
 Predictor Predictor::load(const std::string& path) {
+  // A folder opens as a file that reads empty, which would be called "not valid JSON".
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored)) {
+    throw ConfigError(fmt::format(
+        "monet predictor: the state file '{}' is a folder; name the JSON file the predictor's "
+        "state was saved to, or leave it unset to start without a warm start",
+        path));
+  }
   std::ifstream in(path);
   if (!in) {
     throw ConfigError(fmt::format(

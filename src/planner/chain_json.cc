@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
@@ -163,6 +164,11 @@ Chain parse_chain_json(std::string_view text, std::string_view source) {
 }
 
 Chain read_chain_file(const std::string& path) {
+  // A folder opens as a file that reads empty, which would be called "not valid JSON".
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored)) {
+    throw ConfigError(fmt::format("{}: is a folder; name the chain's JSON file", path));
+  }
   std::ifstream in(path);
   if (!in) throw ConfigError(fmt::format("{}: cannot open the chain file", path));
   std::ostringstream text;

@@ -160,5 +160,16 @@ TEST(ChainJson, MissingFileIsAConfigError) {
   EXPECT_THROW(read_chain_file("/nonexistent/chain.json"), ConfigError);
 }
 
+// A folder opens as a file that reads empty: it was called "not valid JSON".
+TEST(ChainJson, AFolderIsNamedAsOne) {
+  const std::string folder = ::testing::TempDir();
+  try {
+    read_chain_file(folder);
+    ADD_FAILURE() << "no exception";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), folder + ": is a folder; name the chain's JSON file");
+  }
+}
+
 }  // namespace
 }  // namespace monet

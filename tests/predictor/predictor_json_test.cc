@@ -171,6 +171,43 @@ TEST(PredictorJson, AnErrorNamesTheFieldAtFault) {
       << error_of(bad);
 }
 
+// Faults the reader does not meet field by field are named the same way: an option out of range
+// (once a bare "monet predictor options: ..." that named no file), measurements of a state whose
+// shapes are gone (once loaded as no measurements at all), and a shape measured twice in a variant
+// (once loaded as its last entry, the first one's statistics lost).
+TEST(PredictorJson, OptionsAndMeasurementsOutOfPlaceNameTheFile) {
+  const nlohmann::json j = trained().to_json();
+  const std::string variant0 =
+      "stages[0] \"" + j["stages"][0]["name"].get<std::string>() + "\" variants[0] \"default\"";
+  nlohmann::json bad = j;
+  bad["options"]["max_terms"] = 9;
+  EXPECT_EQ(error_of(bad),
+            "monet predictor state 's.json': options: max_terms is 9; use 1 to 4; fix the file or "
+            "delete it to start without a warm start");
+  bad = j;
+  bad["options"]["extrapolation_limit"] = 0.5;
+  EXPECT_NE(error_of(bad).find("'s.json': options: extrapolation_limit is 0.5"), std::string::npos)
+      << error_of(bad);
+  bad = j;
+  bad["shapes"] = nlohmann::json::array();
+  EXPECT_NE(error_of(bad).find(variant0 +
+                               " measurements[0]: shape index 0 is out of range: \"shapes\" is "
+                               "empty"),
+            std::string::npos)
+      << error_of(bad);
+  bad = j;
+  nlohmann::json& measurements = bad["stages"][0]["variants"][0]["measurements"];
+  measurements.push_back(measurements[0]);
+  measurements.back()["out_bytes"]["max"] = 5.0;
+  EXPECT_NE(error_of(bad).find(variant0 + " measurements[3]: shape index 0 is measured twice"),
+            std::string::npos)
+      << error_of(bad);
+  bad = j;
+  bad["stages"][1]["variants"].push_back(bad["stages"][1]["variants"][0]);
+  EXPECT_NE(error_of(bad).find("'s.json': monet predictor: stage '"), std::string::npos)
+      << error_of(bad);
+}
+
 // Damaged states, at random: each loads (and then predicts) or is refused with a ConfigError;
 // nothing else escapes, and under ASan and UBSan (scripts/test) nothing reads a bad number.
 TEST(PredictorJson, RandomDamageLoadsOrIsRefused) {
@@ -209,6 +246,19 @@ TEST(PredictorJson, MissingOrBrokenFileIsAConfigError) {
     EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos) << e.what();
   }
   std::remove(path.c_str());
+  // A folder opens as a file that reads empty: it was called "not valid JSON", to be fixed or
+  // deleted.
+  const std::string folder = ::testing::TempDir();
+  try {
+    Predictor::load(folder);
+    ADD_FAILURE() << "no exception";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(
+        std::string(e.what()).rfind(
+            "monet predictor: the state file '" + folder + "' is a folder; name the JSON file", 0),
+        0u)
+        << e.what();
+  }
 }
 
 TEST(PredictorJson, LayoutOfAnotherModelIsAConfigError) {
