@@ -142,7 +142,10 @@ double BatchNorm2dBase<Derived>::step(const torch::Tensor& input) {
     }
   }
   if (uses_batch_stats()) {
-    TORCH_CHECK(input.numel() / input.size(1) > 1,
+    // torch's check, on the sizes rather than numel() / channels: a batch of none passes (the
+    // op gives an empty output), and an input of no channels divides by nothing.
+    const std::int64_t values = input.size(0) * input.size(2) * input.size(3);
+    TORCH_CHECK(values != 1,
                 "Expected more than 1 value per channel when training, got input size ",
                 input.sizes());
   }

@@ -80,6 +80,13 @@ bool is_in_place_on_leaf(const c10::Error& e) {
          std::string::npos;
 }
 
+// An out-of-memory error from monet's allocator, whichever way LibTorch passed it on.
+bool is_out_of_memory(const c10::Error& e) {
+  return std::string(e.what()).find("out of memory") != std::string::npos;
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 // Says, once per stage and mode, that a stage still held `held` bytes after its backward ran
 // (with its graph still alive, as a step's graph is until the step's backward is over). The
 // memory model frees a kept stage's saved bytes after its backward; what outlives it there is
@@ -263,11 +270,24 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
       }
     }
     held.resize(modes.size());
-    for (std::size_t v = 1; v < modes.size(); ++v) {
+    for (std::size_t v = 1; v < modes.size();) {
       buffers[k].restore();
       rng_before.restore();
-      costs.push_back(measure_stage(stages, k, modes[v], x, input_counts, first.grad, k + 1 < n,
-                                    pool, out.kernel_times, nullptr, &held[v]));
+      try {
+        costs.push_back(measure_stage(stages, k, modes[v], x, input_counts, first.grad, k + 1 < n,
+                                      pool, out.kernel_times, nullptr, &held[v]));
+        ++v;
+      } catch (const c10::Error& e) {
+        // A lean mode the stage cannot run where its default runs: an operator after an
+        // output-keeping BatchNorm that writes the output in place (an in-place LeakyReLU joined
+        // to the stage) fails the BatchNorm's backward. Not a mode to plan with; modes measured
+        // before (find_variants off) must all run, as the predictor has them.
+        if (!find_variants || is_out_of_memory(e)) throw;
+        log(LogLevel::kInfo, "stage {} cannot run in mode {}, which monet will not use: {}",
+            stage.name, op_mode_name(modes[v]), first_line(e.msg()));
+        modes.erase(modes.begin() + static_cast<std::ptrdiff_t>(v));
+        held.erase(held.begin() + static_cast<std::ptrdiff_t>(v));
+      }
     }
     // Runs mode v again, keeping its fastest times and the least it held.
     const auto run_again = [&](std::size_t v) {

@@ -53,8 +53,9 @@ struct MeasuredChain {
 
 // Measures `stages` on `input` through `pool`. With `find_variants`, every stage that called a
 // variant-aware operator is measured in each OpMode, and a mode is kept in the stage's modes
-// only when it keeps fewer bytes than every mode before it and holds nothing past its backward;
-// otherwise each stage's current modes are measured.
+// only when it keeps fewer bytes than every mode before it and holds nothing past its backward
+// (a mode whose run throws, but for running out of memory, is not kept either); otherwise each
+// stage's current modes are measured.
 // `candidate_modes` are the modes tried when finding variants (kDefault first). `clock` says how
 // stages on a CUDA device are timed. Each stage's modes are timed `repeats` times (at least once),
 // keeping each mode's fastest time; bytes are those of the first run.

@@ -279,6 +279,56 @@ TEST(NnTest, BatchNormReluConvBatchNormChecksTheConvolutionsOutput) {
   }
 }
 
+// torch's BatchNorm2d trains on a batch of none (an empty output, zero gradients, the batch
+// counted), and so do the substitutes, in every mode, alone and fused.
+TEST(NnTest, BatchNormsTrainOnABatchOfNoneAsTorchs) {
+  const auto make = [] {
+    torch::manual_seed(5);
+    return tnn::Sequential(tnn::BatchNorm2d(3), tnn::ReLU(),
+                           tnn::Conv2d(tnn::Conv2dOptions(3, 3, 3).padding(1)), tnn::BatchNorm2d(3),
+                           tnn::BatchNorm2d(3), tnn::ReLU());
+  };
+  const torch::Tensor none = torch::randn({0, 3, 5, 5});
+  tnn::Sequential reference = make();
+  const torch::Tensor want = reference->forward(none.clone().requires_grad_());
+  want.sum().backward();
+  for (const nn::SubstituteOptions& fusion :
+       {nn::SubstituteOptions{}, nn::SubstituteOptions{true, true, false},
+        nn::SubstituteOptions{true, false, false}}) {
+    for (OpMode mode :
+         {OpMode::kDefault, OpMode::kCompact, OpMode::kRecompute, OpMode::kRegenerate}) {
+      SCOPED_TRACE(op_mode_name(mode));
+      tnn::Sequential original = make();
+      tnn::Sequential sub = nn::substitute_variants(original, fusion);
+      torch::Tensor y;
+      {
+        OpModeScope scope(mode);
+        ASSERT_NO_THROW(y = sub->forward(none.clone().requires_grad_()));
+      }
+      EXPECT_EQ(y.sizes(), want.sizes());
+      ASSERT_NO_THROW(y.sum().backward());
+      const auto mine = original->named_parameters();
+      const auto theirs = reference->named_parameters();
+      for (std::size_t i = 0; i < mine.size(); ++i) {
+        ASSERT_TRUE(mine[i].value().grad().defined()) << theirs[i].key();
+        EXPECT_TRUE(torch::equal(mine[i].value().grad(), theirs[i].value().grad()))
+            << theirs[i].key();
+      }
+      const auto buffers = original->named_buffers();
+      for (std::size_t i = 0; i < buffers.size(); ++i) {
+        EXPECT_TRUE(torch::equal(buffers[i].value(), reference->named_buffers()[i].value()))
+            << buffers[i].key();
+      }
+    }
+  }
+  // Nor does the check divide by the channels: a BatchNorm of none runs as torch's.
+  const torch::Tensor no_channels = torch::randn({2, 0, 4, 4});
+  nn::BatchNorm2d empty(tnn::BatchNorm2dOptions(0).affine(false));
+  EXPECT_EQ(
+      empty->forward(no_channels).sizes(),
+      tnn::BatchNorm2d(tnn::BatchNorm2dOptions(0).affine(false))->forward(no_channels).sizes());
+}
+
 TEST(NnTest, BatchNormReluConvNeedsSymmetricZeroPadding) {
   // Reflect padding, and "same" with an even kernel (one more row below than above), stay
   // unfused, and the module itself refuses them.
