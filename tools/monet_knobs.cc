@@ -13,10 +13,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 1) {
-    std::cerr << "usage: monet-knobs [--defaults]\n"
-                 "Prints every MONET_* knob, its value here (or its default) and its meaning;\n"
-                 "with --defaults, each knob's name and default.\n";
-    return 2;
+    const bool help = std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0;
+    (help ? std::cout : std::cerr)
+        << "usage: monet-knobs [--defaults]\n"
+           "Prints every MONET_* knob, its value here (or its default) and its meaning;\n"
+           "with --defaults, each knob's name and default.\n";
+    return help && argc == 2 ? 0 : 2;
   }
   std::cout << monet::describe_knobs();
   return 0;
