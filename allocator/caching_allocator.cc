@@ -529,6 +529,17 @@ void CachingAllocator::throw_out_of_memory(std::size_t requested) {
                        options_.budget_variable)
                  : "Free the device memory that other programs hold, or make the batch smaller.";
   } else if (options_.budget_bytes != 0 && requested <= size_rules::kMaxRequest &&
+             stats_.allocated_bytes + size_rules::block_size(requested) <= options_.budget_bytes &&
+             granularity_ != 0 &&
+             stats_.allocated_bytes +
+                     size_rules::round_up(size_rules::block_size(requested), granularity_) >
+                 options_.budget_bytes) {
+    // The request's bytes fit, but not the granules they are committed in: a budget of less room
+    // than one granule (a replay at 2 MiB granules under a 1 MiB budget), not memory in pieces.
+    why = fmt::format(
+        "; the budget has room for its bytes, but not for the {} granules memory is committed in",
+        format_bytes(granularity_));
+  } else if (options_.budget_bytes != 0 && requested <= size_rules::kMaxRequest &&
              stats_.allocated_bytes + size_rules::block_size(requested) <= options_.budget_bytes) {
     // Under a budget with room for the request, what refused it is how the free memory lies: in
     // holes of segments partly in use, which cannot be given back to make a new one.

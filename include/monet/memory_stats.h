@@ -35,7 +35,8 @@ struct MemoryStats {
   // Of those, the requests the budget had room for: the bytes in use plus the request were within
   // it, but no cached block held the request and no new segment fitted beside the cached ones
   // that are partly in use (the free memory was in pieces). Counted only under a budget, and not
-  // where the device itself had no room.
+  // where the device itself had no room, nor where, committed by granule, the granules the
+  // request takes passed the budget.
   std::uint64_t out_of_memory_in_pieces = 0;
   // Where segments are committed by granule (MONET_CUDA_SEGMENTS=expandable, host pools): bytes
   // committed behind reserved address space and given back from free holes, in all. Each byte

@@ -456,6 +456,28 @@ TEST(PoolBudget, OutOfMemoryWithRoomInTheBudgetSaysTheFreeMemoryIsInPieces) {
   pool.free(a);
 }
 
+// Committed by granule, a budget with room for a request's bytes but not for one granule refuses
+// it for the granule, which the message says; its free memory is not in pieces.
+TEST(PoolBudget, ABudgetOfLessThanAGranuleSaysSoNotInPieces) {
+  HostBackend::Options device = testing::whole_segments(0, /*backed=*/false);
+  device.granularity = 2 * kMiB;
+  HostBackend backend(device);
+  CachingAllocator pool(backend, CachingAllocator::Options{1 * kMiB, nullptr});
+  try {
+    pool.allocate(4096);
+    FAIL() << "a 2 MiB granule under a 1 MiB budget";
+  } catch (const OutOfMemoryError& e) {
+    const std::string m = e.what();
+    EXPECT_THAT(m, HasSubstr("the budget has room for its bytes, but not for the 2.00 MiB "
+                             "granules memory is committed in"));
+    EXPECT_THAT(m, HasSubstr("Raise MONET_BUDGET"));
+    EXPECT_THAT(m, Not(HasSubstr("in pieces")));
+  }
+  EXPECT_EQ(pool.stats().out_of_memory, 1u);
+  EXPECT_EQ(pool.stats().out_of_memory_in_pieces, 0u);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+}
+
 // A device with less room than the budget (memory held outside monet, or a budget above the
 // device): the message says the device refused, not the budget, and not how free memory lies.
 TEST(PoolBudget, OutOfMemoryWhereTheDeviceHasNoRoomSaysSo) {

@@ -170,8 +170,13 @@ void run_model(std::uint64_t seed, std::size_t granularity) {
         if (pick(20) == 0) pool.record_stream(p, static_cast<Stream>(pick(3)));
       } catch (const OutOfMemoryError& e) {
         ++refused;
+        // In pieces: the budget has room for the block, and, committed by granule, for the
+        // granules it takes (a budget of less room than one granule is no hole).
         if (budget != 0 && bytes <= size_rules::kMaxRequest &&
-            e.allocated_bytes + size_rules::block_size(bytes) <= budget) {
+            e.allocated_bytes + size_rules::block_size(bytes) <= budget &&
+            (granularity == 0 ||
+             e.allocated_bytes + size_rules::round_up(size_rules::block_size(bytes), granularity) <=
+                 budget)) {
           ++in_pieces;
         }
         const MemoryStats s = pool.stats();
