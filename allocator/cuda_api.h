@@ -88,12 +88,14 @@ void look_up(Fn*& fn, void* handle, const char* name) {
   fn = reinterpret_cast<Fn*>(dlsym(handle, name));
 }
 
-// Makes `device` current through `api` for a scope and restores the caller's device after.
+// Makes `device` current through `api` for a scope and restores the caller's device after. Where
+// cudaSetDevice fails (a device whose context cannot be made: full, or taken by another process),
+// the caller's device stays current: status() says so, and the scope's calls must not be made.
 class DeviceScope {
  public:
   DeviceScope(const CudaApi& api, int device) : api_(api) {
     if (api_.get_device(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) api_.set_device(device);
+    if (previous_ != device) status_ = api_.set_device(device);
   }
   ~DeviceScope() {
     int now = -1;
@@ -104,9 +106,13 @@ class DeviceScope {
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
 
+  // cudaSetDevice's answer, cudaSuccess where the device was current already.
+  cudaError_t status() const { return status_; }
+
  private:
   const CudaApi& api_;
   int previous_ = -1;
+  cudaError_t status_ = cudaSuccess;
 };
 
 // The CUDA runtime linked into this program (libmonet built with CUDA).

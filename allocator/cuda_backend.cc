@@ -49,6 +49,7 @@ CudaBackend::CudaBackend(const CudaApi& api, int device, const CudaDriverApi* dr
     throw std::runtime_error("monet: the CUDA runtime's functions were not found");
   }
   DeviceScope scope(api_, device_);
+  check(scope.status(), "cudaSetDevice");
   size_t free = 0, total = 0;
   check(api_.mem_get_info(&free, &total), "cudaMemGetInfo");  // also makes the context current
   total_bytes_ = total;
@@ -86,6 +87,7 @@ std::string CudaBackend::device_name() const { return fmt::format("cuda:{}", dev
 
 void* CudaBackend::reserve(std::size_t bytes) {
   DeviceScope scope(api_, device_);
+  check(scope.status(), "cudaSetDevice");
   if (driver_ != nullptr) {
     CUdeviceptr base = 0;
     const CUresult status = driver_->address_reserve(&base, bytes, granularity_, 0, 0);
@@ -105,6 +107,7 @@ void* CudaBackend::reserve(std::size_t bytes) {
 
 void CudaBackend::release(void* segment, std::size_t bytes) {
   DeviceScope scope(api_, device_);
+  check(scope.status(), "cudaSetDevice");
   if (driver_ != nullptr) {
     // The pool decommits every granule before it releases a segment.
     check(driver_->address_free(reinterpret_cast<CUdeviceptr>(segment), bytes), "cuMemAddressFree");
@@ -115,6 +118,7 @@ void CudaBackend::release(void* segment, std::size_t bytes) {
 
 bool CudaBackend::commit(void* ptr, std::size_t bytes) {
   DeviceScope scope(api_, device_);
+  check(scope.status(), "cudaSetDevice");
   const auto base = reinterpret_cast<CUdeviceptr>(ptr);
   CUmemAccessDesc access{};
   access.location = prop_.location;
@@ -141,6 +145,7 @@ bool CudaBackend::commit(void* ptr, std::size_t bytes) {
 
 void CudaBackend::decommit(void* ptr, std::size_t bytes) {
   DeviceScope scope(api_, device_);
+  check(scope.status(), "cudaSetDevice");
   // Blocks are freed in stream order, so kernels queued before the free may still read them:
   // unmapping must wait for the device, as cudaFree does.
   if (!synchronized_) check(api_.device_synchronize(), "cudaDeviceSynchronize");
@@ -165,6 +170,7 @@ void CudaBackend::hold_decommitted(bool hold) {
   synchronized_ = false;
   if (hold) return;
   DeviceScope scope(api_, device_);
+  check(scope.status(), "cudaSetDevice");
   while (!spare_.empty()) {
     const CUmemGenericAllocationHandle handle = spare_.back();
     spare_.pop_back();
@@ -174,6 +180,7 @@ void CudaBackend::hold_decommitted(bool hold) {
 
 Event CudaBackend::record_event(Stream stream) {
   DeviceScope scope(api_, device_);
+  check(scope.status(), "cudaSetDevice");
   cudaEvent_t event = nullptr;
   check(api_.event_create_with_flags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   check(api_.event_record(event, reinterpret_cast<cudaStream_t>(stream)), "cudaEventRecord");
@@ -196,6 +203,7 @@ void CudaBackend::wait_event(Event event) {
 
 void CudaBackend::destroy_event(Event event) {
   DeviceScope scope(api_, device_);
+  check(scope.status(), "cudaSetDevice");
   check(api_.event_destroy(reinterpret_cast<cudaEvent_t>(event)), "cudaEventDestroy");
 }
 

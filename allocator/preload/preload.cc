@@ -105,24 +105,73 @@ void hook_torch_if_loaded() {
   log(LogLevel::kInfo, "LibTorch CPU tensors now go through monet");
 }
 
-#ifdef MONET_HAVE_CUDA
-// The CUDA runtime after this library, looked up on first use (the program loads it after us).
-const CudaApi& real_cuda() {
-  static const CudaApi real = [] {
-    CudaApi api;
-#define MONET_NEXT(member, function) look_up(api.member, RTLD_NEXT, #function);
-    MONET_CUDA_API(MONET_NEXT)
-#undef MONET_NEXT
-    return api;
-  }();
-  return real;
+// Checks the MONET_* variables and arranges the report at exit, once: when this library is loaded,
+// or at the first CUDA call if that comes first (a library's constructor may allocate before
+// this library's constructor has run). A malformed variable ends the program with its message.
+void ready() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    try {
+      pools::validate_environment();
+    } catch (const ConfigError& e) {
+      write_log_line(e.what());
+      _exit(2);
+    }
+    pools::report_at_exit(/*by_default=*/true);
+  });
 }
 
-// The pool of the current device, or nullptr when monet cannot serve it (no CUDA runtime found).
-CachingAllocator* current_pool() {
+#ifdef MONET_HAVE_CUDA
+// The handle of a CUDA runtime (libcudart.so*) the process has loaded, or nullptr.
+void* loaded_cuda_runtime() {
+  std::string path;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        const char* name = info->dlpi_name;
+        if (name == nullptr) return 0;
+        const char* slash = std::strrchr(name, '/');
+        if (std::strncmp(slash ? slash + 1 : name, "libcudart.so", 12) != 0) return 0;
+        *static_cast<std::string*>(data) = name;
+        return 1;
+      },
+      &path);
+  return path.empty() ? nullptr : real_dlopen()(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+}
+
+// The CUDA runtime after this library, looked up on first use (the program loads it after us),
+// or nullptr where none is found. A runtime loaded into a scope of its own (dlopen RTLD_LOCAL: a
+// Python extension module that links libcudart) is out of RTLD_NEXT's reach, though its callers
+// reach these interposers: it is then asked by its handle. Looked up again until found.
+const CudaApi* real_cuda() {
+  static std::atomic<const CudaApi*> found{nullptr};
+  if (const CudaApi* api = found.load(std::memory_order_acquire)) return api;
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const CudaApi* api = found.load(std::memory_order_relaxed)) return api;
+  static CudaApi api;
+#define MONET_NEXT(member, function) look_up(api.member, handle, #function);
+  void* handle = RTLD_NEXT;
+  MONET_CUDA_API(MONET_NEXT)
+  if (!api.complete() && (handle = loaded_cuda_runtime()) != nullptr) {
+    MONET_CUDA_API(MONET_NEXT)
+  }
+#undef MONET_NEXT
+  if (!api.complete()) return nullptr;
+  found.store(&api, std::memory_order_release);
+  return &api;
+}
+
+// What the interposers answer where no CUDA runtime is found to pass a call on to.
+cudaError_t no_runtime(const char* function) {
+  log(LogLevel::kError, "{}: no CUDA runtime found in this process to pass the call on to",
+      function);
+  return cudaErrorInitializationError;
+}
+
+// The pool of the current device, or nullptr when monet cannot serve it.
+CachingAllocator* current_pool(const CudaApi& real) {
+  ready();
   static std::once_flag once;
-  const CudaApi& real = real_cuda();
-  if (!real.complete()) return nullptr;
   std::call_once(once, [&] { pools::set_cuda_api(&real); });
   int device = 0;
   if (real.get_device(&device) != cudaSuccess) return nullptr;
@@ -145,13 +194,7 @@ int owning_device(const void* ptr) {
 }  // namespace
 
 __attribute__((constructor)) void on_load() {
-  try {
-    pools::validate_environment();
-  } catch (const ConfigError& e) {
-    write_log_line(e.what());
-    _exit(2);
-  }
-  pools::report_at_exit(/*by_default=*/true);
+  ready();
   // A program linked against LibTorch has c10 already.
   hook_torch_if_loaded();
 }
@@ -174,8 +217,10 @@ __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) 
 #ifdef MONET_HAVE_CUDA
 __attribute__((visibility("default"))) cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   using namespace monet;
-  CachingAllocator* pool = preload::current_pool();
-  if (pool == nullptr) return preload::real_cuda().malloc(ptr, bytes);
+  const CudaApi* real = preload::real_cuda();
+  if (real == nullptr) return preload::no_runtime("cudaMalloc");
+  CachingAllocator* pool = preload::current_pool(*real);
+  if (pool == nullptr) return real->malloc(ptr, bytes);
   try {
     *ptr = pool->allocate(bytes);
     return cudaSuccess;
@@ -190,16 +235,20 @@ __attribute__((visibility("default"))) cudaError_t cudaMalloc(void** ptr, size_t
 
 __attribute__((visibility("default"))) cudaError_t cudaFree(void* ptr) {
   using namespace monet;
+  const CudaApi* real = preload::real_cuda();
+  if (real == nullptr) return preload::no_runtime("cudaFree");
   // cudaFree(nullptr) is how programs create the CUDA context: pass it on.
-  if (ptr == nullptr) return preload::real_cuda().free(ptr);
+  if (ptr == nullptr) return real->free(ptr);
   const int device = preload::owning_device(ptr);
-  if (device < 0) return preload::real_cuda().free(ptr);
+  if (device < 0) return real->free(ptr);
   // cudaFree waits for the device, and callers rely on it: kernels still using the block must
-  // finish before monet hands it out again. The block's device, not the current one.
+  // finish before monet hands it out again. The block's device, not the current one; where it
+  // cannot be made current, the block stays allocated and the error is the answer.
   cudaError_t status = cudaSuccess;
   {
-    DeviceScope scope(preload::real_cuda(), device);
-    status = preload::real_cuda().device_synchronize();
+    DeviceScope scope(*real, device);
+    if (scope.status() != cudaSuccess) return scope.status();
+    status = real->device_synchronize();
   }
   pools::cuda(device).free(ptr);
   return status;
@@ -207,9 +256,12 @@ __attribute__((visibility("default"))) cudaError_t cudaFree(void* ptr) {
 
 __attribute__((visibility("default"))) cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   using namespace monet;
-  const cudaError_t status = preload::real_cuda().mem_get_info(free, total);
-  CachingAllocator* pool = preload::current_pool();
-  if (status != cudaSuccess || pool == nullptr) return status;
+  const CudaApi* real = preload::real_cuda();
+  if (real == nullptr) return preload::no_runtime("cudaMemGetInfo");
+  const cudaError_t status = real->mem_get_info(free, total);
+  if (status != cudaSuccess) return status;
+  CachingAllocator* pool = preload::current_pool(*real);
+  if (pool == nullptr) return status;
   const MemoryStats s = pool->stats();
   if (s.budget_bytes == 0) return status;
   // Free: monet's cached blocks, plus what the budget still allows where the device has it.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,8 +33,10 @@ struct FakeDevice {
   int creates = 0, releases = 0, maps = 0, unmaps = 0, syncs = 0;
   std::vector<std::string> errors;  // what the backend asked that a driver would refuse
   int devices = 1;
-  int current = 0;         // the current device
-  std::set<int> contexts;  // devices asked for their memory: each a context, on a GPU
+  int current = 0;                  // the current device
+  std::set<int> contexts;           // devices asked for their memory: each a context, on a GPU
+  std::set<int> unusable;           // devices cudaSetDevice refuses (no context can be made)
+  std::vector<int> malloc_devices;  // the device current at each cudaMalloc
 };
 FakeDevice fake;
 
@@ -41,6 +44,7 @@ FakeDevice fake;
 namespace runtime {
 
 cudaError_t fake_malloc(void** ptr, size_t bytes) {
+  fake.malloc_devices.push_back(fake.current);
   *ptr = reinterpret_cast<void*>(fake.next_address);
   fake.next_address += bytes;
   return cudaSuccess;
@@ -57,6 +61,7 @@ cudaError_t fake_get_device(int* device) {
   return cudaSuccess;
 }
 cudaError_t fake_set_device(int device) {
+  if (fake.unusable.count(device) != 0) return cudaErrorDevicesUnavailable;
   fake.current = device;
   return cudaSuccess;
 }
@@ -302,6 +307,59 @@ TEST_F(FakeExpandableTest, WholeSegmentsAreCudaMallocs) {
   pool.free(a);
 }
 
+// Random allocations and frees, with streams and events, under budgets and device capacities that
+// bind: after every step the device and the pool agree on what is mapped.
+TEST_F(FakeExpandableTest, RandomStepsKeepTheDeviceAndThePoolInAgreement) {
+  for (std::uint32_t seed = 1; seed <= 100; ++seed) {
+    fake = FakeDevice{};
+    std::mt19937 gen(seed);
+    fake.capacity = (std::uniform_int_distribution<std::size_t>(8, 200)(gen)) * kGranule;
+    const std::size_t budget =
+        gen() % 3 == 0 ? 0 : std::uniform_int_distribution<std::size_t>(4, 150)(gen) * kGranule;
+    {
+      CudaBackend backend(api_, 0, &driver_);
+      CachingAllocator pool(backend, CachingAllocator::Options{budget, nullptr});
+      std::vector<void*> live;
+      for (int step = 0; step < 400; ++step) {
+        const unsigned op = gen() % 10;
+        if (op < 6 || live.empty()) {
+          // Small blocks, large ones, and whole granules.
+          const std::size_t kinds[] = {1 * kMiB, 8 * kMiB, 40 * kMiB};
+          const unsigned kind = gen() % 4;
+          const std::size_t bytes =
+              kind < 3 ? gen() % kinds[kind] + 1 : (gen() % 16 + 1) * kGranule;
+          const Stream stream = gen() % 4 == 0 ? 7 : 0;
+          try {
+            live.push_back(pool.allocate(bytes, stream));
+            if (gen() % 5 == 0) pool.record_stream(live.back(), 9);
+          } catch (const OutOfMemoryError&) {
+          }
+        } else if (op < 9) {
+          const std::size_t i = gen() % live.size();
+          pool.free(live[i]);
+          live.erase(live.begin() + i);
+        } else {
+          pool.release_cached();
+        }
+        ASSERT_THAT(fake.errors, ::testing::IsEmpty()) << seed << " step " << step;
+        ASSERT_EQ(fake.mapped.size() * kGranule, pool.stats().reserved_bytes)
+            << seed << " step " << step;
+        ASSERT_EQ(fake.handles.size(), fake.mapped.size()) << seed << " step " << step;
+        ASSERT_LE(fake.physical, fake.capacity);
+        if (budget != 0) {
+          ASSERT_LE(pool.stats().reserved_bytes, budget) << seed;
+        }
+        const auto problems = pool.check_invariants();
+        ASSERT_THAT(problems, ::testing::IsEmpty()) << seed << " step " << step;
+      }
+      for (void* p : live) pool.free(p);
+      pool.release_cached();
+      ASSERT_TRUE(fake.handles.empty()) << seed;
+    }
+    ASSERT_EQ(fake.physical, 0u) << seed;
+  }
+}
+
 // Which device's pool owns a pointer is asked of every device (the preload's cudaFree, PyTorch's
 // record_stream hook): asking makes no pool, which would make a CUDA context on its device,
 // outside any budget.
@@ -316,6 +374,28 @@ TEST(FakePools, AskingForADevicesPoolMakesNone) {
   EXPECT_EQ(pools::cuda_if_made(0), &pool);
   for (int device : {1, -1, 64}) EXPECT_EQ(pools::cuda_if_made(device), nullptr) << device;
   EXPECT_THAT(fake.contexts, ::testing::ElementsAre(0));
+}
+
+// A device that cannot be made current (its context cannot be made: the device is full, or
+// another process holds it exclusively) is an error naming it, not the caller's device used in
+// its place: the caller's memory counted as its, and handed out as its.
+TEST(FakeDevices, ADeviceThatCannotBeMadeCurrentIsAnErrorNotTheCallersDevice) {
+  fake = FakeDevice{};
+  fake.devices = 2;
+  fake.unusable = {1};
+  const CudaApi api = fake_api();
+  EXPECT_THAT([&] { CudaBackend backend(api, 1); },
+              ::testing::ThrowsMessage<std::runtime_error>(
+                  ::testing::HasSubstr("cudaSetDevice failed on cuda:1")));
+  EXPECT_THAT(fake.contexts, ::testing::IsEmpty()) << "cuda:0 was asked for cuda:1's memory";
+
+  fake.unusable.clear();
+  CudaBackend backend(api, 1);
+  EXPECT_THAT(fake.contexts, ::testing::ElementsAre(1));
+  fake.unusable = {1};
+  EXPECT_THROW(backend.reserve(2 * kMiB), std::runtime_error);
+  EXPECT_THAT(fake.malloc_devices, ::testing::IsEmpty()) << "cuda:0's memory taken for cuda:1";
+  EXPECT_EQ(fake.current, 0);
 }
 
 }  // namespace
