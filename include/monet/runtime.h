@@ -190,8 +190,9 @@ class Runtime {
   // runs each op in the dtype a plain step would; checkpointed stages recompute under the autocast
   // of their forward, also where the caller runs backward outside it (after forward()).
   // Throws std::invalid_argument, before anything runs, for an input with no elements or with
-  // another number of dims than the first input trained. An exception from loss_fn or from
-  // LibTorch (other than running out of memory) reaches the caller as it was thrown.
+  // another number of dims than the first input trained; ConfigError where a stage gives
+  // something other than a tensor (a tuple). An exception from loss_fn or from LibTorch (other
+  // than running out of memory) reaches the caller as it was thrown.
   torch::Tensor step(const torch::Tensor& input, const LossFn& loss_fn);
 
   // The forward alone, for evaluation: in eval mode or without grad it is the model's plain

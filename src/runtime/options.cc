@@ -8,6 +8,7 @@
 #include "common/env.h"
 #include "common/numbers.h"
 #include "monet/allocator.h"
+#include "monet/bytes.h"
 #include "monet/errors.h"
 #include "monet/runtime.h"
 
@@ -38,9 +39,14 @@ constexpr int kMaxMeasureRepeats = 20;
 
 Options Options::from_env() {
   Options o;
-  install();  // parses MONET_BUDGET as the allocator does, and fails on a malformed value
-  CachingAllocator& pool = pools::cuda_devices() > 0 ? pools::cuda(0) : pools::cpu();
-  o.budget_bytes = static_cast<std::int64_t>(pool.budget_bytes());
+  install();  // checks every MONET_* variable the allocator reads, MONET_BUDGET among them
+  // From the variable, not from the pool: a Runtime sets its own budget on the pool, which a
+  // later from_env() would otherwise take for MONET_BUDGET.
+  if (auto budget = env_value("MONET_BUDGET")) {
+    CachingAllocator& pool = pools::cuda_devices() > 0 ? pools::cuda(0) : pools::cpu();
+    o.budget_bytes =
+        static_cast<std::int64_t>(parse_budget(*budget, pool.device_total_bytes(), "MONET_BUDGET"));
+  }
   o.strategy = strategy_from_env();
   if (auto margin = env_value("MONET_MARGIN")) {
     o.margin = parse_fraction(*margin, "MONET_MARGIN");

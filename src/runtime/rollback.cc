@@ -51,34 +51,51 @@ StepRollback::StepRollback(const std::vector<RuntimeStage>& stages)
 }
 
 void StepRollback::record_loss_leaves(const at::Tensor& loss, const at::Tensor& output) {
+  if (!loss.defined() || !loss.grad_fn()) return;
+  // `output` itself is a leaf where the loss stage starts a segment, or is measured alone:
+  // monet's own, whose gradient no retry finds.
+  record_leaves_from(loss.grad_fn().get(), output.defined() ? output.grad_fn().get() : nullptr,
+                     output);
+}
+
+void StepRollback::record_input_leaves(const at::Tensor& input) {
+  if (!input.defined() || !input.requires_grad()) return;
+  if (input.grad_fn()) {
+    record_leaves_from(input.grad_fn().get(), nullptr, at::Tensor());
+  } else {
+    record_leaf(input);
+  }
+}
+
+void StepRollback::record_leaves_from(torch::autograd::Node* from,
+                                      const torch::autograd::Node* stop, const at::Tensor& skip) {
   using torch::autograd::Node;
-  const Node* stop = output.defined() ? output.grad_fn().get() : nullptr;
-  std::vector<Node*> todo;
+  std::vector<Node*> todo = {from};
   std::unordered_set<const Node*> visited;
-  if (loss.defined() && loss.grad_fn()) todo.push_back(loss.grad_fn().get());
   while (!todo.empty()) {
     Node* node = todo.back();
     todo.pop_back();
     if (node == stop || !visited.insert(node).second) continue;
     if (auto* leaf = dynamic_cast<torch::autograd::AccumulateGrad*>(node)) {
       const at::Tensor& v = leaf->variable;
-      // `output` itself is a leaf where the loss stage starts a segment, or is measured alone:
-      // monet's own, whose gradient no retry finds.
-      if (!v.defined() || v.is_same(output) || !seen_.insert(v.unsafeGetTensorImpl()).second) {
-        continue;
-      }
-      const at::Tensor& g = v.grad();
-      // Few and small (a loss's weights): copied without asking whether they are zero.
-      if (!g.defined()) {
-        params_.push_back({v, GradState::kUndefined, {}});
-      } else {
-        params_.push_back({v, GradState::kCopied, g.clone()});
-      }
+      if (v.defined() && !(skip.defined() && v.is_same(skip))) record_leaf(v);
       continue;
     }
     for (const torch::autograd::Edge& e : node->next_edges()) {
       if (e.function) todo.push_back(e.function.get());
     }
+  }
+}
+
+void StepRollback::record_leaf(const at::Tensor& leaf) {
+  if (!seen_.insert(leaf.unsafeGetTensorImpl()).second) return;
+  const at::Tensor& g = leaf.grad();
+  // Few and small (a loss's weights, a batch's input): copied without asking whether they are
+  // zero.
+  if (!g.defined()) {
+    params_.push_back({leaf, GradState::kUndefined, {}});
+  } else {
+    params_.push_back({leaf, GradState::kCopied, g.clone()});
   }
 }
 

@@ -1,6 +1,7 @@
 // What a step must put back when its batch runs out of memory, so that running the batch again
 // gives what one successful run would have: the RNG state, the module buffers (BatchNorm's
-// running statistics) and the parameters' gradients.
+// running statistics) and the gradients of the parameters and of the other leaves the step's
+// backward reaches (the loss's weights, the input).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -10,6 +11,10 @@
 
 #include "runtime/rng_state.h"
 #include "runtime/stage.h"
+
+namespace torch::autograd {
+struct Node;
+}  // namespace torch::autograd
 
 namespace monet {
 
@@ -25,8 +30,16 @@ class StepRollback {
   // learnable weight of the loss, an input the loss reads), each the first time it is seen: the
   // step's backward adds to them too. Called by the loss stage each time it runs.
   void record_loss_leaves(const at::Tensor& loss, const at::Tensor& output);
+  // Records the gradients of the leaves the step's backward reaches through the model's `input`:
+  // the input itself where it needs a gradient, or the leaves of the graph it came from.
+  void record_input_leaves(const at::Tensor& input);
 
  private:
+  // Records the leaves reachable from `from`, not past `stop`, other than `skip`.
+  void record_leaves_from(torch::autograd::Node* from, const torch::autograd::Node* stop,
+                          const at::Tensor& skip);
+  // Records `leaf`'s gradient, copied where it has one, unless it was recorded before.
+  void record_leaf(const at::Tensor& leaf);
   enum class GradState { kUndefined, kZero, kCopied };
   struct Param {
     at::Tensor param;

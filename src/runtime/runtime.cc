@@ -154,13 +154,19 @@ class RuntimeImpl {
     CachingAllocator& pool = pool_for(input.device());
     pool.clear_marks();
     rollback_.emplace(stages_);
+    // Where the input needs a gradient, the step's backward adds to it (or to the leaves it came
+    // from) too.
+    rollback_->record_input_leaves(input);
     const StepRollback& rollback = *rollback_;
     struct Forget {
       std::optional<StepRollback>& rollback;
       ~Forget() { rollback.reset(); }
     } forget{rollback_};
     for (int attempt = 0;; ++attempt) {
-      last_.profiled = false;  // of this attempt: an earlier one's measurement ran out of memory
+      // Of this attempt: an earlier one's measurement ran out of memory, its plan was dropped.
+      last_.profiled = false;
+      last_.plan_from_cache = false;
+      last_.plan_us = 0.0;
       bool measuring = false;
       std::int64_t planned_for = 0;  // the budget the plan that ran was made for
       // Refusals the budget had room for, to tell a plan short of its bytes from a pool in pieces.
@@ -194,14 +200,19 @@ class RuntimeImpl {
         // Without a budget every plan keeps every stage: another would run out the same way.
         if (options_.budget_bytes == 0) throw;
         if (measuring) throw device_too_small(shape);
-        ++last_.retries;
-        ++stats_.retries;
         const ShapeKey key(plan_shape);
+        // What the plan that ran out of memory left free, before this run raises the margin.
+        const double kept_free = planned_for > 0
+                                     ? 1.0 - static_cast<double>(planned_for) /
+                                                 static_cast<double>(options_.budget_bytes)
+                                     : margins_.share(key);
         margins_.ran_out_of_memory(key, planned_for);
         save_margins();
         cache_.erase(key);
         exact_cache_.erase(ShapeKey(plan_shape, 62));
-        if (attempt >= options_.max_retries) throw out_of_retries(plan_shape);
+        if (attempt >= options_.max_retries) throw out_of_retries(plan_shape, kept_free);
+        ++last_.retries;
+        ++stats_.retries;
         log(LogLevel::kWarn,
             "batch {} ran out of memory{} (attempt {} of {}); running it again with {:.0f}% of the "
             "budget left free",
@@ -335,8 +346,7 @@ class RuntimeImpl {
           "every dim",
           join_dims(sizes)));
     }
-    if (first_sizes_.empty()) first_sizes_ = sizes;
-    if (sizes.size() != first_sizes_.size()) {
+    if (!first_sizes_.empty() && sizes.size() != first_sizes_.size()) {
       throw std::invalid_argument(fmt::format(
           "monet::Runtime: the input is {} ({} dims), but the first input it trained was {} ({} "
           "dims); a Runtime learns and plans for inputs of one rank: give every input as many "
@@ -372,6 +382,8 @@ class RuntimeImpl {
       }
       shape.push_back(input.size(d));
     }
+    // Only an input taken: one whose dims were refused did not train, and sets no rank.
+    if (first_sizes_.empty()) first_sizes_ = sizes;
     return shape;
   }
 
@@ -1055,14 +1067,14 @@ class RuntimeImpl {
         options_.budget_bytes, least);
   }
 
-  InfeasibleBudgetError out_of_retries(const Shape& shape) const {
-    const ShapeKey key(shape);
+  // `kept_free`: the share of the budget the last plan that ran left free.
+  InfeasibleBudgetError out_of_retries(const Shape& shape, double kept_free) const {
     return InfeasibleBudgetError(
         fmt::format("monet: input shape {} ran out of memory {} times within the budget of {}, "
                     "the last time with {:.0f}% of it kept free for what the plan does not "
                     "count; the plan itself peaked at {}. Raise MONET_BUDGET above {}.",
                     join_dims(shape), options_.max_retries + 1, format_bytes(options_.budget_bytes),
-                    100.0 * margins_.share(key), format_bytes(last_.planned_peak_bytes),
+                    100.0 * kept_free, format_bytes(last_.planned_peak_bytes),
                     format_bytes(options_.budget_bytes)),
         options_.budget_bytes, options_.budget_bytes + 1);
   }

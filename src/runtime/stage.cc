@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/Type.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -62,7 +63,16 @@ std::vector<RuntimeStage> cut_stages(const torch::nn::Sequential& model, bool su
     RuntimeStage s;
     torch::nn::AnyModule module = substitutions[i].module;
     s.name = fmt::format("{}:{}", i, short_name(module.ptr()->name()));
-    s.fn = [module](const at::Tensor& x) mutable { return module.forward(x); };
+    s.fn = [module, name = s.name](const at::Tensor& x) mutable {
+      torch::nn::AnyValue out = module.any_forward(x);
+      if (at::Tensor* y = out.try_get<at::Tensor>()) return std::move(*y);
+      // A Sequential passes any value from child to child; monet's stages pass one tensor.
+      throw ConfigError(fmt::format(
+          "monet::Runtime: stage {} gives a {}, not a tensor; monet runs each child of the "
+          "Sequential as a stage from one tensor to one tensor: put the child and the children "
+          "that take its output in one module that returns a tensor",
+          name, c10::demangle(out.type_info().name())));
+    };
     if (substitutions[i].substituted()) s.substitutions.push_back(substitutions[i]);
     for (const auto& b : module.ptr()->buffers()) s.buffers.push_back(b);
     for (const auto& p : module.ptr()->parameters()) s.parameters.push_back(p);

@@ -9,6 +9,7 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -152,6 +153,58 @@ Runtime::LossFn hogging_loss(const workloads::Workload& w, const workloads::Batc
     }
     return w.loss(out, b);
   };
+}
+
+// A batch that runs out of memory more often than Options::max_retries allows is lost with an
+// InfeasibleBudgetError that says what its last run kept free, and counts the retries that ran.
+TEST(RuntimeErrors, ABatchOutOfRetriesSaysWhatItsLastRunKeptFree) {
+  install();
+  auto w = testing::small_transformer(64);
+  const auto b = w->batch(5, 0);
+  for (const int max_retries : {0, 2}) {
+    Options o;
+    o.budget_bytes = 64 << 20;
+    o.max_retries = max_retries;
+    Runtime rt(w->make_model(4), o);
+    int hogs = 0;
+    const Runtime::LossFn loss = hogging_loss(*w, b, o.budget_bytes, &hogs);
+    rt.step(b.input, loss);  // measured and planned with the margin alone
+    hogs = 100;
+    try {
+      rt.step(b.input, loss);
+      ADD_FAILURE() << "a batch out of memory at every run was not lost";
+    } catch (const InfeasibleBudgetError& e) {
+      // 10% at the first run, 10 points more at each retry.
+      const std::string kept = std::to_string(10 * (max_retries + 1)) + "% of it kept free";
+      EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr(kept)) << max_retries;
+    }
+    EXPECT_EQ(rt.last_step().retries, max_retries);
+    EXPECT_EQ(rt.stats().retries, max_retries);
+  }
+  pools::cpu().set_budget_bytes(0);
+}
+
+// A retried batch reports the plan it ran: one made after the cached plan ran out of memory.
+TEST(RuntimeErrors, ARetriedBatchReportsThePlanMadeForIt) {
+  install();
+  auto w = testing::small_transformer(64);
+  const auto b = w->batch(5, 0);
+  Options o;
+  o.budget_bytes = 64 << 20;
+  Runtime rt(w->make_model(4), o);
+  int hogs = 0;
+  const Runtime::LossFn loss = hogging_loss(*w, b, o.budget_bytes, &hogs);
+  rt.step(b.input, loss);
+  rt.step(b.input, loss);
+  ASSERT_TRUE(rt.last_step().plan_from_cache);
+  const std::int64_t plans = rt.stats().plans_made;
+  hogs = 1;
+  rt.step(b.input, loss);
+  ASSERT_EQ(rt.last_step().retries, 1);
+  EXPECT_EQ(rt.stats().plans_made, plans + 1);
+  EXPECT_FALSE(rt.last_step().plan_from_cache);
+  EXPECT_GT(rt.last_step().plan_us, 0.0);
+  pools::cpu().set_budget_bytes(0);
 }
 
 // Each retry of a shape raises the margin its plans leave free. Where the retries have raised it
@@ -524,6 +577,53 @@ TEST(RuntimeErrors, AnInputOfAnotherRankOrWithNoElementsIsNamed) {
   pools::cpu().set_budget_bytes(0);
 }
 
+// An input whose dims Options::varying_dims does not fit is refused without becoming the first
+// input trained: the input of the rank the options name trains after it.
+TEST(RuntimeErrors, AnInputRefusedForItsVaryingDimsSetsNoRank) {
+  install();
+  torch::nn::Sequential model(torch::nn::Linear(4, 4), torch::nn::ReLU(), torch::nn::Linear(4, 1));
+  Options o;
+  o.budget_bytes = 64 << 20;
+  o.varying_dims = {0, 1, 2};
+  Runtime rt(model, o);
+  const auto loss = [](const torch::Tensor& out) { return out.sum(); };
+  EXPECT_THROW(rt.step(torch::randn({8, 4}), loss), ConfigError);
+  EXPECT_NO_THROW(rt.step(torch::randn({8, 3, 4}), loss));
+  EXPECT_EQ(rt.last_step().shape, "8x3x4");
+  pools::cpu().set_budget_bytes(0);
+}
+
+// A child of the Sequential that gives a tuple (a plain Sequential passes it to the next child)
+// is named, with what to do, rather than left to LibTorch's cast error.
+struct GivesTupleImpl : torch::nn::Module {
+  std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x) { return {x * 2, x}; }
+};
+TORCH_MODULE(GivesTuple);
+struct TakesTupleImpl : torch::nn::Module {
+  torch::Tensor forward(std::tuple<torch::Tensor, torch::Tensor> x) { return std::get<0>(x); }
+};
+TORCH_MODULE(TakesTuple);
+
+TEST(RuntimeErrors, AStageThatGivesATupleIsNamed) {
+  install();
+  torch::nn::Sequential model(torch::nn::Linear(4, 4), GivesTuple(), TakesTuple(),
+                              torch::nn::Linear(4, 1));
+  for (const std::int64_t budget : {std::int64_t{0}, std::int64_t{64} << 20}) {
+    Options o;
+    o.budget_bytes = budget;
+    Runtime rt(model, o);
+    try {
+      rt.step(torch::randn({8, 4}), [](const torch::Tensor& out) { return out.sum(); });
+      ADD_FAILURE() << "a stage that gives a tuple ran, budget " << budget;
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(std::string(e.what()),
+                  ::testing::HasSubstr("stage 1:GivesTuple gives a std::tuple"));
+      EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("one module that returns a tensor"));
+    }
+  }
+  pools::cpu().set_budget_bytes(0);
+}
+
 // An error of the caller's loss, or one LibTorch raises that is not out of memory, reaches the
 // caller as it was thrown, holding nothing; the next step is exact.
 TEST(RuntimeErrors, ALossThatThrowsReachesTheCallerAndTheNextStepIsExact) {
@@ -618,6 +718,22 @@ TEST(RuntimeErrors, BadOptionsSayWhatToDo) {
   const auto b = w->batch(1, 0);
   EXPECT_THROW(rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); }),
                ConfigError);
+  pools::cpu().set_budget_bytes(0);
+}
+
+// Options::from_env() reads MONET_BUDGET, not the budget a Runtime set on the pool since.
+TEST(RuntimeErrors, BudgetFromTheEnvironmentNotFromThePool) {
+  install();
+  ::unsetenv("MONET_BUDGET");
+  {
+    Options o;
+    o.budget_bytes = 64 << 20;
+    Runtime rt(torch::nn::Sequential(torch::nn::Linear(4, 4)), o);
+  }
+  EXPECT_EQ(Options::from_env().budget_bytes, 0);
+  ::setenv("MONET_BUDGET", "32MiB", 1);
+  EXPECT_EQ(Options::from_env().budget_bytes, std::int64_t{32} << 20);
+  ::unsetenv("MONET_BUDGET");
   pools::cpu().set_budget_bytes(0);
 }
 

@@ -145,6 +145,40 @@ TEST(RuntimeState, ABatchRunAgainAddsToTheLossesOwnLeavesOnce) {
   pools::cpu().set_budget_bytes(0);
 }
 
+// A batch whose input needs a gradient, run again after its backward ran out of memory in a hook
+// on a weight of the first stage (which autograd runs after it has added to the input's
+// gradient): the input, or the leaf it was made from outside the model, gets the batch's gradient
+// once.
+TEST(RuntimeState, ABatchRunAgainAddsToTheInputsGradientOnce) {
+  install();
+  for (const bool made_outside : {false, true}) {
+    torch::manual_seed(1);
+    torch::nn::Linear first(4, 4);
+    torch::nn::Sequential model(first, torch::nn::ReLU(), torch::nn::Linear(4, 1));
+    const torch::Tensor leaf = torch::randn({8, 4}).requires_grad_(true);
+    const torch::Tensor x = made_outside ? leaf * 2 : leaf;
+    Runtime rt(model, budget_of(256 << 20));
+    bool arm = false;
+    first->weight.register_hook([&arm](const torch::Tensor& g) {
+      if (arm) {
+        arm = false;
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "out of memory (a weight's hook, in a test)");
+      }
+      return g.clone();
+    });
+    rt.step(x, sum_loss);                            // measures the shape
+    leaf.mutable_grad() = torch::full({8, 4}, 0.5);  // a gradient accumulated before the batch
+    arm = true;
+    rt.step(x, sum_loss);
+    ASSERT_EQ(rt.last_step().retries, 1) << made_outside;
+    const torch::Tensor again = leaf.detach().clone().requires_grad_(true);
+    model->forward(made_outside ? again * 2 : again).sum().backward();
+    EXPECT_TRUE(torch::allclose(leaf.grad(), 0.5 + again.grad(), 1e-6, 1e-6))
+        << made_outside << ": " << leaf.grad() << " against " << 0.5 + again.grad();
+  }
+  pools::cpu().set_budget_bytes(0);
+}
+
 TEST(RuntimeState, SparseGradientsStepAndRunAgain) {
   install();
   const auto make = [] {
