@@ -1070,12 +1070,14 @@ class RuntimeImpl {
   // `kept_free`: the share of the budget the last plan that ran left free.
   InfeasibleBudgetError out_of_retries(const Shape& shape, double kept_free) const {
     return InfeasibleBudgetError(
-        fmt::format("monet: input shape {} ran out of memory {} times within the budget of {}, "
+        fmt::format("monet: input shape {} ran out of memory {} within the budget of {}, "
                     "the last time with {:.0f}% of it kept free for what the plan does not "
                     "count; the plan itself peaked at {}. Raise MONET_BUDGET above {}.",
-                    join_dims(shape), options_.max_retries + 1, format_bytes(options_.budget_bytes),
-                    100.0 * kept_free, format_bytes(last_.planned_peak_bytes),
-                    format_bytes(options_.budget_bytes)),
+                    join_dims(shape),
+                    options_.max_retries == 0 ? std::string("once")
+                                              : fmt::format("{} times", options_.max_retries + 1),
+                    format_bytes(options_.budget_bytes), 100.0 * kept_free,
+                    format_bytes(last_.planned_peak_bytes), format_bytes(options_.budget_bytes)),
         options_.budget_bytes, options_.budget_bytes + 1);
   }
 

@@ -177,6 +177,9 @@ TEST(RuntimeErrors, ABatchOutOfRetriesSaysWhatItsLastRunKeptFree) {
       // 10% at the first run, 10 points more at each retry.
       const std::string kept = std::to_string(10 * (max_retries + 1)) + "% of it kept free";
       EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr(kept)) << max_retries;
+      EXPECT_THAT(std::string(e.what()),
+                  ::testing::HasSubstr(max_retries == 0 ? "ran out of memory once within"
+                                                        : "ran out of memory 3 times within"));
     }
     EXPECT_EQ(rt.last_step().retries, max_retries);
     EXPECT_EQ(rt.stats().retries, max_retries);
