@@ -766,6 +766,8 @@ class RuntimeImpl {
   }
 
   void report_plan(const PlanResult& plan) {
+    // What the plan was made for: a cached plan's, not the budget a new plan would have now.
+    last_.budget_bytes = plan.budget_bytes;
     last_.planned_peak_bytes = plan.peak_bytes;
     last_.planned_seconds = plan.time;
     last_.unconstrained_seconds = plan.unconstrained_time;

@@ -210,6 +210,35 @@ TEST(RuntimeErrors, ARetriedBatchReportsThePlanMadeForIt) {
   pools::cpu().set_budget_bytes(0);
 }
 
+// A plan from the cache reports the budget it was made for, though the margin learned since from
+// another shape's retry would make a new plan for less.
+TEST(RuntimeErrors, ACachedPlanReportsTheBudgetItWasMadeFor) {
+  install();
+  auto w = testing::small_transformer(64);
+  const auto a = w->batch(5, 0);
+  std::int64_t i = 1;
+  while (w->shape_of(w->batch(5, i)) == w->shape_of(a)) ++i;
+  const auto b = w->batch(5, i);
+  Options o;
+  o.budget_bytes = 64 << 20;
+  Runtime rt(w->make_model(4), o);
+  int hogs = 0;
+  const Runtime::LossFn loss_a = hogging_loss(*w, a, o.budget_bytes, &hogs);
+  const Runtime::LossFn loss_b = hogging_loss(*w, b, o.budget_bytes, &hogs);
+  rt.step(a.input, loss_a);
+  const std::int64_t made_for = rt.last_step().budget_bytes;
+  ASSERT_GT(made_for, 0);
+  rt.step(b.input, loss_b);
+  hogs = 1;
+  rt.step(b.input, loss_b);
+  ASSERT_EQ(rt.last_step().retries, 1);
+  ASSERT_LT(rt.last_step().budget_bytes, made_for) << "the retry raised b's margin";
+  rt.step(a.input, loss_a);
+  ASSERT_TRUE(rt.last_step().plan_from_cache);
+  EXPECT_EQ(rt.last_step().budget_bytes, made_for);
+  pools::cpu().set_budget_bytes(0);
+}
+
 // Each retry of a shape raises the margin its plans leave free. Where the retries have raised it
 // past what any plan leaves, though a plan fits the budget, the batch runs the plan that holds the
 // least instead of being lost, and so do the shape's later batches.
