@@ -80,11 +80,6 @@ bool is_in_place_on_leaf(const c10::Error& e) {
          std::string::npos;
 }
 
-// An out-of-memory error from monet's allocator, whichever way LibTorch passed it on.
-bool is_out_of_memory(const c10::Error& e) {
-  return std::string(e.what()).find("out of memory") != std::string::npos;
-}
-
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 // Says, once per stage and mode, that a stage still held `held` bytes after its backward ran
@@ -207,6 +202,10 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
 }
 
 }  // namespace
+
+bool is_out_of_memory(const c10::Error& e) {
+  return std::string(e.what()).find("out of memory") != std::string::npos;
+}
 
 MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor& input,
                             CachingAllocator& pool, bool find_variants,

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
 
 #include <vector>
 
@@ -50,6 +51,10 @@ struct MeasuredChain {
   // stages run again from.
   bool first_writes_input = false;
 };
+
+// An out-of-memory error from monet's allocator, whichever way LibTorch passed it on (the
+// measurement pass and a step tell it from other errors alike).
+bool is_out_of_memory(const c10::Error& e);
 
 // Measures `stages` on `input` through `pool`. With `find_variants`, every stage that called a
 // variant-aware operator is measured in each OpMode, and a mode is kept in the stage's modes

@@ -78,11 +78,6 @@ class OneStepAtATime {
   }
 };
 
-// An out-of-memory error from monet's allocator, whichever way LibTorch passed it on.
-bool is_out_of_memory(const c10::Error& e) {
-  return std::string(e.what()).find("out of memory") != std::string::npos;
-}
-
 // What the measurements of a shape depend on besides its dims (RuntimeImpl::measured_on).
 struct MeasuredOn {
   at::ScalarType input_type = at::kFloat;
