@@ -46,7 +46,8 @@ int cuda_device_count(const CudaApi& api) {
 CudaBackend::CudaBackend(const CudaApi& api, int device, const CudaDriverApi* driver)
     : api_(api), driver_(driver), device_(device) {
   if (!api_.complete()) {
-    throw std::runtime_error("monet: the CUDA runtime's functions were not found");
+    throw CudaCallError("monet: the CUDA runtime's functions were not found",
+                        cudaErrorInitializationError);
   }
   DeviceScope scope(api_, device_);
   check(scope.status(), "cudaSetDevice");
@@ -211,13 +212,43 @@ void CudaBackend::check(CUresult status, const char* what) const {
   if (status == CUDA_SUCCESS) return;
   const char* text = "unknown error";
   driver_->get_error_string(status, &text);
-  throw std::runtime_error(fmt::format("monet: {} failed on cuda:{}: {}", what, device_, text));
+  cudaError_t code = cudaErrorUnknown;
+  switch (status) {
+    case CUDA_ERROR_INVALID_VALUE:
+      code = cudaErrorInvalidValue;
+      break;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      code = cudaErrorMemoryAllocation;
+      break;
+    case CUDA_ERROR_NOT_INITIALIZED:
+      code = cudaErrorInitializationError;
+      break;
+    case CUDA_ERROR_DEINITIALIZED:
+      code = cudaErrorCudartUnloading;
+      break;
+    case CUDA_ERROR_NO_DEVICE:
+      code = cudaErrorNoDevice;
+      break;
+    case CUDA_ERROR_INVALID_DEVICE:
+      code = cudaErrorInvalidDevice;
+      break;
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+      code = cudaErrorIllegalAddress;
+      break;
+    case CUDA_ERROR_NOT_SUPPORTED:
+      code = cudaErrorNotSupported;
+      break;
+    default:
+      break;
+  }
+  throw CudaCallError(fmt::format("monet: {} failed on cuda:{}: {}", what, device_, text), code);
 }
 
 void CudaBackend::check(cudaError_t status, const char* what) const {
   if (status == cudaSuccess) return;
-  throw std::runtime_error(
-      fmt::format("monet: {} failed on cuda:{}: {}", what, device_, api_.get_error_string(status)));
+  throw CudaCallError(
+      fmt::format("monet: {} failed on cuda:{}: {}", what, device_, api_.get_error_string(status)),
+      status);
 }
 
 }  // namespace monet

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -19,10 +21,25 @@
 
 namespace monet {
 
+// A CUDA call of the backend's failed. `code` is the CUDA runtime's error for it, which the
+// preload's interposers answer with: the call's own where it was the runtime's, and for the
+// driver's the runtime error of the same number where the two share it (they do for the errors a
+// mapping call returns: invalid value, out of memory, not initialized, deinitialized, no or invalid
+// device, illegal address, not supported), cudaErrorUnknown otherwise.
+class CudaCallError : public std::runtime_error {
+ public:
+  CudaCallError(const std::string& message, cudaError_t code)
+      : std::runtime_error(message), code(code) {}
+
+  cudaError_t code;
+};
+
 class CudaBackend : public Backend {
  public:
   // `api` (and `driver`) must outlive the backend. With `driver`, segments are expandable.
-  // Throws std::runtime_error if `device` cannot be used, or cannot map memory by granule.
+  // Throws CudaCallError if a CUDA call fails, std::runtime_error if `device` cannot map memory by
+  // granule. Every method throws CudaCallError for a CUDA call that fails (other than for want of
+  // memory, which reserve() and commit() answer).
   CudaBackend(const CudaApi& api, int device, const CudaDriverApi* driver = nullptr);
 
   std::string device_name() const override;

@@ -28,6 +28,7 @@
 
 #ifdef MONET_HAVE_CUDA
 #include "allocator/cuda_api.h"
+#include "allocator/cuda_backend.h"
 #endif
 
 namespace monet::preload {
@@ -168,6 +169,45 @@ cudaError_t no_runtime(const char* function) {
   return cudaErrorInitializationError;
 }
 
+// Runs an interposer's work and answers as CUDA would: no exception leaves a CUDA function, since
+// a C program's frames cannot pass one on. Out of budget is cudaErrorMemoryAllocation, so that a
+// framework frees its cache and tries again; a CUDA call that failed under monet answers with its
+// own error (an earlier kernel's sticky error shows as itself, not as a want of memory); a setting
+// the device cannot serve (MONET_CUDA_SEGMENTS=expandable without the driver's virtual memory API)
+// is cudaErrorNotSupported. The reason goes to stderr, since the caller sees only the code; once
+// where the same call fails the same way again and again (a sticky error fails every call).
+void report_failure(const std::string& line) {
+  static std::mutex mutex;
+  static std::string last;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (line == last) return;
+  last = line;
+  log(LogLevel::kError, "{}", line);
+}
+
+template <typename Work>
+cudaError_t answer(const char* function, Work&& work) {
+  cudaError_t code = cudaErrorUnknown;
+  try {
+    return work();
+  } catch (const OutOfMemoryError& e) {
+    // The framework raises its own out-of-memory error; this line tells the user which budget
+    // refused.
+    log(LogLevel::kWarn, "{}", e.what());
+    return cudaErrorMemoryAllocation;
+  } catch (const CudaCallError& e) {
+    code = e.code;
+    report_failure(fmt::format("{} ({} returns error {})", e.what(), function, int{code}));
+  } catch (const std::exception& e) {
+    code = cudaErrorNotSupported;
+    report_failure(fmt::format("{} ({} returns error {})", e.what(), function, int{code}));
+  } catch (...) {
+    report_failure(fmt::format("{} failed in monet for a reason it cannot name (returns error {})",
+                               function, int{code}));
+  }
+  return code;
+}
+
 // The pool of the current device, or nullptr when monet cannot serve it.
 CachingAllocator* current_pool(const CudaApi& real) {
   ready();
@@ -219,18 +259,14 @@ __attribute__((visibility("default"))) cudaError_t cudaMalloc(void** ptr, size_t
   using namespace monet;
   const CudaApi* real = preload::real_cuda();
   if (real == nullptr) return preload::no_runtime("cudaMalloc");
-  CachingAllocator* pool = preload::current_pool(*real);
-  if (pool == nullptr) return real->malloc(ptr, bytes);
-  try {
+  if (ptr == nullptr) return cudaErrorInvalidValue;  // as CUDA answers it
+  return preload::answer("cudaMalloc", [&] {
+    *ptr = nullptr;
+    CachingAllocator* pool = preload::current_pool(*real);
+    if (pool == nullptr) return real->malloc(ptr, bytes);
     *ptr = pool->allocate(bytes);
     return cudaSuccess;
-  } catch (const OutOfMemoryError& e) {
-    // The framework sees cudaErrorMemoryAllocation and raises its own out-of-memory error; this
-    // line tells the user which budget refused.
-    log(LogLevel::kWarn, "{}", e.what());
-    *ptr = nullptr;
-    return cudaErrorMemoryAllocation;
-  }
+  });
 }
 
 __attribute__((visibility("default"))) cudaError_t cudaFree(void* ptr) {
@@ -239,37 +275,41 @@ __attribute__((visibility("default"))) cudaError_t cudaFree(void* ptr) {
   if (real == nullptr) return preload::no_runtime("cudaFree");
   // cudaFree(nullptr) is how programs create the CUDA context: pass it on.
   if (ptr == nullptr) return real->free(ptr);
-  const int device = preload::owning_device(ptr);
-  if (device < 0) return real->free(ptr);
-  // cudaFree waits for the device, and callers rely on it: kernels still using the block must
-  // finish before monet hands it out again. The block's device, not the current one; where it
-  // cannot be made current, the block stays allocated and the error is the answer.
-  cudaError_t status = cudaSuccess;
-  {
-    DeviceScope scope(*real, device);
-    if (scope.status() != cudaSuccess) return scope.status();
-    status = real->device_synchronize();
-  }
-  pools::cuda(device).free(ptr);
-  return status;
+  return preload::answer("cudaFree", [&] {
+    const int device = preload::owning_device(ptr);
+    if (device < 0) return real->free(ptr);
+    // cudaFree waits for the device, and callers rely on it: kernels still using the block must
+    // finish before monet hands it out again. The block's device, not the current one; where it
+    // cannot be made current, the block stays allocated and the error is the answer.
+    cudaError_t status = cudaSuccess;
+    {
+      DeviceScope scope(*real, device);
+      if (scope.status() != cudaSuccess) return scope.status();
+      status = real->device_synchronize();
+    }
+    pools::cuda(device).free(ptr);
+    return status;
+  });
 }
 
 __attribute__((visibility("default"))) cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   using namespace monet;
   const CudaApi* real = preload::real_cuda();
   if (real == nullptr) return preload::no_runtime("cudaMemGetInfo");
-  const cudaError_t status = real->mem_get_info(free, total);
-  if (status != cudaSuccess) return status;
-  CachingAllocator* pool = preload::current_pool(*real);
-  if (pool == nullptr) return status;
-  const MemoryStats s = pool->stats();
-  if (s.budget_bytes == 0) return status;
-  // Free: monet's cached blocks, plus what the budget still allows where the device has it.
-  const size_t cached = s.reserved_bytes - s.allocated_bytes;
-  const size_t budget_left = s.budget_bytes - s.reserved_bytes;
-  *free = cached + (budget_left < *free ? budget_left : *free);
-  *total = s.budget_bytes;
-  return status;
+  return preload::answer("cudaMemGetInfo", [&] {
+    const cudaError_t status = real->mem_get_info(free, total);
+    if (status != cudaSuccess) return status;
+    CachingAllocator* pool = preload::current_pool(*real);
+    if (pool == nullptr) return status;
+    const MemoryStats s = pool->stats();
+    if (s.budget_bytes == 0) return status;
+    // Free: monet's cached blocks, plus what the budget still allows where the device has it.
+    const size_t cached = s.reserved_bytes - s.allocated_bytes;
+    const size_t budget_left = s.budget_bytes - s.reserved_bytes;
+    *free = cached + (budget_left < *free ? budget_left : *free);
+    *total = s.budget_bytes;
+    return status;
+  });
 }
 #endif
 

@@ -10,30 +10,47 @@
 
 namespace {
 
-// Allocates, checks and frees on four threads; prints what cudaMemGetInfo says. 0 when every call
-// succeeded.
+// Allocates, checks and frees on four threads; prints what cudaMemGetInfo says, and the first
+// error where a call failed. 0 when every call succeeded.
 int allocate_and_free(const char* when) {
   constexpr int kThreads = 4, kRounds = 50;
   std::vector<int> failures(kThreads, 0);
+  std::vector<cudaError_t> first_error(kThreads, cudaSuccess);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([t, &failures] {
+    threads.emplace_back([t, &failures, &first_error] {
+      const auto failed = [&](cudaError_t status) {
+        if (status == cudaSuccess) return false;
+        if (first_error[t] == cudaSuccess) first_error[t] = status;
+        return true;
+      };
       for (int r = 0; r < kRounds; ++r) {
         void* p = nullptr;
         const size_t bytes = static_cast<size_t>((t * kRounds + r) % 7 + 1) << 18;
-        if (cudaMalloc(&p, bytes) != cudaSuccess || p == nullptr) ++failures[t];
+        const cudaError_t status = cudaMalloc(&p, bytes);
+        if (failed(status) || p == nullptr) ++failures[t];
+        if (status != cudaSuccess && p != nullptr) ++failures[t];  // a failure leaves no pointer
         if (p != nullptr) static_cast<volatile char*>(p)[bytes - 1] = 1;
-        if (cudaFree(p) != cudaSuccess) ++failures[t];
+        if (failed(cudaFree(p))) ++failures[t];
       }
     });
   }
   for (std::thread& t : threads) t.join();
   int failed = 0;
-  for (int f : failures) failed += f;
+  cudaError_t first = cudaSuccess;
+  for (int t = 0; t < kThreads; ++t) {
+    failed += failures[t];
+    if (first == cudaSuccess) first = first_error[t];
+  }
   size_t free = 0, total = 0;
   const cudaError_t info = cudaMemGetInfo(&free, &total);
-  std::printf("%s: %d of %d calls failed; cudaMemGetInfo %d, total %zu\n", when, failed,
-              2 * kThreads * kRounds, static_cast<int>(info), total);
+  if (failed != 0) {
+    std::printf("%s: %d of %d calls failed (first error %d); cudaMemGetInfo %d\n", when, failed,
+                2 * kThreads * kRounds, static_cast<int>(first), static_cast<int>(info));
+  } else {
+    std::printf("%s: %d of %d calls failed; cudaMemGetInfo %d, total %zu\n", when, failed,
+                2 * kThreads * kRounds, static_cast<int>(info), total);
+  }
   std::fflush(stdout);
   return failed == 0 && info == cudaSuccess ? 0 : 1;
 }

@@ -1,6 +1,7 @@
 // A CUDA runtime without a GPU, for the preload's tests: one device whose memory is host memory,
 // and the few functions libmonet_preload.so passes calls on to. Built as libcudart.so, so that the
-// preload finds it as it finds the real one.
+// preload finds it as it finds the real one. FAKE_CUDA_MALLOC_ERROR=N makes every cudaMalloc fail
+// with error N, as a device with a sticky error from an earlier kernel does.
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -15,6 +16,10 @@ extern "C" {
 
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return cudaErrorInvalidValue;
+  if (const char* error = std::getenv("FAKE_CUDA_MALLOC_ERROR")) {
+    *ptr = nullptr;
+    return static_cast<cudaError_t>(std::atoi(error));
+  }
   *ptr = bytes == 0 ? nullptr : std::aligned_alloc(512, (bytes + 511) / 512 * 512);
   return bytes == 0 || *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
 }
