@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #ifdef MONET_HAVE_CUPTI
 #include <cupti_activity.h>
@@ -41,9 +44,12 @@ const std::string& KernelClock::unavailable_reason() {
   return reason_;
 }
 
-void KernelClock::add(const std::vector<DeviceInterval>& intervals) {
+void KernelClock::prefer_library(std::string path) { preferred_library_ = std::move(path); }
+
+void KernelClock::add(const std::vector<DeviceInterval>& intervals, std::size_t dropped) {
   const std::lock_guard<std::mutex> lock(mutex_);
   intervals_.insert(intervals_.end(), intervals.begin(), intervals.end());
+  dropped_ += dropped;
 }
 
 #ifdef MONET_HAVE_CUPTI
@@ -60,6 +66,7 @@ struct CuptiApi {
   CUptiResult (*next_record)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
   CUptiResult (*timestamp)(uint64_t*) = nullptr;
   CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
+  CUptiResult (*dropped_records)(CUcontext, uint32_t, size_t*) = nullptr;
 };
 
 CuptiApi cupti;
@@ -86,7 +93,8 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
   *max_records = 0;  // as many as fit
 }
 
-void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t,
+                               size_t valid) {
   std::vector<DeviceInterval> intervals;
   CUpti_Activity* record = nullptr;
   while (cupti.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
@@ -112,21 +120,53 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     }
   }
   std::free(buffer);
-  KernelClock::instance().add(intervals);
+  // Records CUPTI had no buffer space for; the count is reset by asking.
+  size_t dropped = 0;
+  if (cupti.dropped_records(context, stream_id, &dropped) != CUPTI_SUCCESS) dropped = 0;
+  KernelClock::instance().add(intervals, dropped);
 }
 
-// libcupti as the build found it, then by soname through the loader's path.
-void* load_cupti(std::string* tried) {
-  const char* names[] = {
+// libcupti from `preferred` where given, else as the build found it, then by soname through the
+// loader's path.
+void* load_cupti(const std::string& preferred, std::string* tried) {
+  std::vector<std::string> names;
+  if (!preferred.empty()) names.push_back(preferred);
 #ifdef MONET_CUPTI_LIBRARY
-      MONET_CUPTI_LIBRARY,
+  names.emplace_back(MONET_CUPTI_LIBRARY);
 #endif
-      "libcupti.so.13", "libcupti.so.12", "libcupti.so"};
-  for (const char* name : names) {
-    if (void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return lib;
+  for (const char* name : {"libcupti.so.13", "libcupti.so.12", "libcupti.so"}) {
+    names.emplace_back(name);
+  }
+  for (const std::string& name : names) {
+    if (void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return lib;
     *tried += fmt::format("{}{}", tried->empty() ? "" : ", ", name);
   }
   return nullptr;
+}
+
+const char* kind_name(CUpti_ActivityKind kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      return "kernel";
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      return "copy";
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      return "memset";
+    default:
+      return "activity";
+  }
+}
+
+// Turns every record kind on; on a refusal turns off those it turned on and says why.
+std::string enable_kinds() {
+  for (std::size_t i = 0; i < std::size(kKinds); ++i) {
+    const CUptiResult r = cupti.enable(kKinds[i]);
+    if (r == CUPTI_SUCCESS) continue;
+    for (std::size_t j = 0; j < i; ++j) cupti.disable(kKinds[j]);
+    return fmt::format("CUPTI would not record {} activity ({})", kind_name(kKinds[i]),
+                       result_text(r));
+  }
+  return {};
 }
 
 template <typename F>
@@ -139,7 +179,7 @@ bool bind(void* lib, const char* name, F* out) {
 
 void KernelClock::open() {
   std::string tried;
-  void* lib = load_cupti(&tried);
+  void* lib = load_cupti(preferred_library_, &tried);
   if (lib == nullptr) {
     reason_ = fmt::format("libcupti could not be loaded (tried {})", tried);
     return;
@@ -150,7 +190,8 @@ void KernelClock::open() {
                      bind(lib, "cuptiActivityFlushAll", &cupti.flush_all) &&
                      bind(lib, "cuptiActivityGetNextRecord", &cupti.next_record) &&
                      bind(lib, "cuptiGetTimestamp", &cupti.timestamp) &&
-                     bind(lib, "cuptiGetResultString", &cupti.result_string);
+                     bind(lib, "cuptiGetResultString", &cupti.result_string) &&
+                     bind(lib, "cuptiActivityGetNumDroppedRecords", &cupti.dropped_records);
   if (!bound) {
     reason_ = "the libcupti found lacks the activity API";
     return;
@@ -162,6 +203,10 @@ void KernelClock::open() {
                     result_text(r));
     return;
   }
+  // Records on and off once: CUPTI without a driver, or held by another profiler, refuses here.
+  reason_ = enable_kinds();
+  if (!reason_.empty()) return;
+  for (CUpti_ActivityKind kind : kKinds) cupti.disable(kind);
   available_ = true;
 }
 
@@ -171,26 +216,45 @@ void KernelClock::start() {
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     intervals_.clear();
+    dropped_ = 0;
   }
   cupti.timestamp(&window_start_);
-  for (CUpti_ActivityKind kind : kKinds) cupti.enable(kind);
+  window_error_ = enable_kinds();
 }
 
-double KernelClock::stop() {
-  if (!available()) return 0.0;
+DeviceTime KernelClock::stop() {
+  DeviceTime t;
+  if (!available()) {
+    t.error = reason_;
+    return t;
+  }
+  if (!window_error_.empty()) {
+    t.error = window_error_;
+    return t;
+  }
   cupti.flush_all(0);  // blocking: every completed record has reached add() when it returns
   for (CUpti_ActivityKind kind : kKinds) cupti.disable(kind);
   const std::lock_guard<std::mutex> lock(mutex_);
-  const std::uint64_t busy = busy_nanoseconds(intervals_, window_start_);
+  t.records = intervals_.size();
+  if (dropped_ > 0) {
+    t.error = fmt::format("CUPTI dropped {} records for want of buffer space", dropped_);
+  } else {
+    t.seconds = 1e-9 * static_cast<double>(busy_nanoseconds(intervals_, window_start_));
+  }
   intervals_.clear();
-  return 1e-9 * static_cast<double>(busy);
+  dropped_ = 0;
+  return t;
 }
 
 #else  // no CUPTI headers in this build
 
 void KernelClock::open() { reason_ = "monet was built without CUDA, so without CUPTI"; }
 void KernelClock::start() {}
-double KernelClock::stop() { return 0.0; }
+DeviceTime KernelClock::stop() {
+  DeviceTime t;
+  t.error = reason_;
+  return t;
+}
 
 #endif
 

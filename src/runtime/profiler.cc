@@ -31,24 +31,45 @@ void settle(const at::Tensor& t) {
   if (t.is_cuda()) torch::cuda::synchronize(t.get_device());
 }
 
-// Times one stretch of a stage's run on the device of `on`, synchronised on both sides. On CUDA
-// with `kernel_times` the device's busy time from CUPTI (KernelClock), else the wall clock.
+// Times one stretch of a stage's run on the device of `on`, synchronised on both sides. With
+// `kernel` (on CUDA) the device's busy time from CUPTI (KernelClock), tallied there, else and
+// where CUPTI did not time the stretch the wall clock.
 class StageTimer {
  public:
-  StageTimer(const at::Tensor& on, bool kernel_times) : on_(on), kernel_times_(kernel_times) {}
+  StageTimer(const at::Tensor& on, KernelTimings* kernel) : on_(on), kernel_(kernel) {}
+  StageTimer(const StageTimer&) = delete;
+  StageTimer& operator=(const StageTimer&) = delete;
+  // A stretch the stage threw out of: CUPTI's records go off again, or every step would pay them.
+  ~StageTimer() {
+    if (open_) KernelClock::instance().stop();
+  }
   void start() {
     settle(on_);
-    if (kernel_times_) KernelClock::instance().start();
+    if (kernel_ != nullptr) KernelClock::instance().start();
+    open_ = kernel_ != nullptr;
     t0_ = now();
   }
   double stop() {
     settle(on_);
-    return kernel_times_ ? KernelClock::instance().stop() : now() - t0_;
+    const double wall = now() - t0_;
+    if (kernel_ == nullptr) return wall;
+    open_ = false;
+    const DeviceTime t = KernelClock::instance().stop();
+    ++kernel_->stretches;
+    if (!t.timed()) {
+      ++kernel_->untimed;
+      kernel_->why = t.error;
+      return wall;
+    }
+    if (t.records == 0) return wall;
+    ++kernel_->with_records;
+    return t.seconds;
   }
 
  private:
   const at::Tensor& on_;
-  bool kernel_times_;
+  KernelTimings* kernel_;
+  bool open_ = false;  // a CUPTI window is open
   double t0_ = 0.0;
 };
 
@@ -114,7 +135,7 @@ void warn_if_held(const std::string& stage, const std::string& mode, std::int64_
 // there (with the graph alive: 0 for a stage that frees what it keeps after its backward).
 VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode,
                            const at::Tensor& input, bool input_counts, at::Tensor grad_out,
-                           bool needs_grad_out, CachingAllocator& pool, bool kernel_times,
+                           bool needs_grad_out, CachingAllocator& pool, KernelTimings* kernel,
                            FirstRun* first, std::int64_t* held) {
   const RuntimeStage& stage = stages[k];
   VariantCosts c;
@@ -126,7 +147,7 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
 
   const std::int64_t before = requested(pool);
   const Mark fwd_mark = pool.mark();
-  StageTimer timer(input, kernel_times);
+  StageTimer timer(input, kernel);
   timer.start();
   at::Tensor y;
   const std::uint64_t calls = variant_op_calls();
@@ -215,6 +236,7 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
   MeasuredChain out;
   out.kernel_times =
       input.is_cuda() && clock == StageClock::kAuto && KernelClock::instance().available();
+  KernelTimings* const kernel = out.kernel_times ? &out.kernel_timings : nullptr;
   const int n = static_cast<int>(stages.size());
   std::vector<BufferSnapshot> buffers(n);
   // Put the RNG and every buffer back however the pass ends (it may run out of memory).
@@ -252,7 +274,7 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
     std::vector<VariantCosts> costs;
     std::vector<std::int64_t> held(1);
     costs.push_back(measure_stage(stages, k, OpMode::kDefault, x, input_counts, {}, k + 1 < n, pool,
-                                  out.kernel_times, &first, &held[0]));
+                                  kernel, &first, &held[0]));
     std::vector<OpMode> modes = stage.modes;
     out.aliases_input[k] = first.aliases_input;
     if (k == 0) out.first_writes_input = first.writes_input;
@@ -274,7 +296,7 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
       rng_before.restore();
       try {
         costs.push_back(measure_stage(stages, k, modes[v], x, input_counts, first.grad, k + 1 < n,
-                                      pool, out.kernel_times, nullptr, &held[v]));
+                                      pool, kernel, nullptr, &held[v]));
         ++v;
       } catch (const c10::Error& e) {
         // A lean mode the stage cannot run where its default runs: an operator after an
@@ -293,9 +315,8 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
       buffers[k].restore();
       rng_before.restore();
       std::int64_t held_again = 0;
-      const VariantCosts again =
-          measure_stage(stages, k, modes[v], x, input_counts, first.grad, k + 1 < n, pool,
-                        out.kernel_times, nullptr, &held_again);
+      const VariantCosts again = measure_stage(stages, k, modes[v], x, input_counts, first.grad,
+                                               k + 1 < n, pool, kernel, nullptr, &held_again);
       costs[v].fwd_time = std::min(costs[v].fwd_time, again.fwd_time);
       costs[v].bwd_time = std::min(costs[v].bwd_time, again.bwd_time);
       held[v] = std::min(held[v], held_again);

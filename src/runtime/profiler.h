@@ -37,10 +37,21 @@
 
 namespace monet {
 
+// How the stretches of a measurement pass timed by CUPTI went. A stretch CUPTI could not time
+// (it refused to record, or dropped records), or in which it recorded no device work (a view, or
+// another profiler took CUPTI's callbacks), is timed by the wall clock instead.
+struct KernelTimings {
+  int stretches = 0;     // forward and backward runs timed
+  int with_records = 0;  // those CUPTI recorded device work in and timed
+  int untimed = 0;       // those CUPTI could not time
+  std::string why;       // why the last of those could not be timed
+};
+
 struct MeasuredChain {
   Chain chain;  // one variant per mode of each stage, in the stages' order; fixed_bytes 0
   double seconds = 0.0;
-  bool kernel_times = false;  // the stages' times are CUPTI's device busy times
+  bool kernel_times = false;  // the stages are timed by CUPTI's device busy times, as below
+  KernelTimings kernel_timings;
   // Per stage: its output shares its input's storage, a view of it or the input written in place
   // (an operator that writes in place cannot take the leaf that needs a gradient a stage's
   // measurement, or a checkpointed segment, starts from: such a stage after the first is run on a

@@ -865,6 +865,7 @@ class RuntimeImpl {
           "MONET_STAGE_CLOCK=wall to choose the wall clock and silence this",
           KernelClock::instance().unavailable_reason());
     }
+    warn_of_untimed_stretches(m);
     ++stats_.profiled_steps;
     stats_.profile_seconds += m.seconds;
     last_.profiled = true;
@@ -877,8 +878,33 @@ class RuntimeImpl {
     }
     log(LogLevel::kInfo, "measured shape {} in {:.3f} s ({} shapes profiled; stage times from {})",
         join_dims(shape), m.seconds, predictor_->profiled_shapes(),
-        m.kernel_times ? "CUPTI's kernel records" : "the wall clock");
+        !m.kernel_times ? "the wall clock"
+        : m.kernel_timings.untimed == 0 && m.kernel_timings.with_records > 0
+            ? "CUPTI's kernel records"
+            : "CUPTI's kernel records and the wall clock");
     return m.chain;
+  }
+
+  // Where CUPTI timed the pass only in part, says so once: the stretches it could not time, or
+  // a pass in which it recorded no device work at all (another profiler took its callbacks after
+  // monet's clock opened), are timed by the wall clock, which on a GPU also counts host time.
+  void warn_of_untimed_stretches(const MeasuredChain& m) {
+    const KernelTimings& k = m.kernel_timings;
+    if (!m.kernel_times || clock_warned_ || k.stretches == 0) return;
+    if (k.untimed > 0) {
+      clock_warned_ = true;
+      log(LogLevel::kWarn,
+          "{} of the measurement pass's {} timed stretches were timed by the wall clock, not by "
+          "CUPTI's kernel records: {}. Set MONET_STAGE_CLOCK=wall to choose the wall clock and "
+          "silence this",
+          k.untimed, k.stretches, k.why);
+    } else if (k.with_records == 0) {
+      clock_warned_ = true;
+      log(LogLevel::kWarn,
+          "CUPTI recorded no device work in the measurement pass, so its stages were timed by "
+          "the wall clock; another profiler may have taken CUPTI's activity callbacks. Set "
+          "MONET_STAGE_CLOCK=wall to choose the wall clock and silence this");
+    }
   }
 
   // Stages whose output shares their input's storage (a view, or the input written in place) are

@@ -49,7 +49,10 @@ TEST(KernelClock, SaysWhyWhenItCannotTime) {
   } else {
     EXPECT_FALSE(clock.unavailable_reason().empty());
     clock.start();
-    EXPECT_EQ(clock.stop(), 0.0);
+    const DeviceTime t = clock.stop();
+    EXPECT_FALSE(t.timed());
+    EXPECT_EQ(t.error, clock.unavailable_reason());
+    EXPECT_EQ(t.seconds, 0.0);
   }
 }
 
@@ -93,7 +96,9 @@ TEST_F(KernelClockOnDevice, AKernelTakesWhatCudaEventsSay) {
   ASSERT_EQ(monet_test_spin(0.005, a_), cudaSuccess);
   ASSERT_EQ(cudaEventRecord(end, a_), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const double kernel = clock.stop();
+  const DeviceTime kernel_time = clock.stop();
+  ASSERT_TRUE(kernel_time.timed()) << kernel_time.error;
+  const double kernel = kernel_time.seconds;
   float event_ms = 0.0f;
   ASSERT_EQ(cudaEventElapsedTime(&event_ms, begin, end), cudaSuccess);
   EXPECT_GE(kernel, 0.005);
@@ -108,7 +113,9 @@ TEST_F(KernelClockOnDevice, OverlappingKernelsCountOnce) {
   ASSERT_EQ(monet_test_spin(0.004, a_), cudaSuccess);
   ASSERT_EQ(monet_test_spin(0.004, b_), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const double busy = clock.stop();
+  const DeviceTime busy_time = clock.stop();
+  ASSERT_TRUE(busy_time.timed()) << busy_time.error;
+  const double busy = busy_time.seconds;
   EXPECT_GE(busy, 0.004);
   EXPECT_LT(busy, 0.0079);  // two 4 ms kernels side by side, not 8 ms
 }
@@ -125,7 +132,9 @@ TEST_F(KernelClockOnDevice, IdleHostTimeAndEarlierWorkDoNotCount) {
   }
   ASSERT_EQ(monet_test_spin(0.001, a_), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const double busy = clock.stop();
+  const DeviceTime busy_time = clock.stop();
+  ASSERT_TRUE(busy_time.timed()) << busy_time.error;
+  const double busy = busy_time.seconds;
   EXPECT_GE(busy, 0.002);
   EXPECT_LT(busy, 0.0035);  // not the 3 ms before the window, not the 5 ms of host time
 }
@@ -139,7 +148,10 @@ TEST_F(KernelClockOnDevice, CopiesAndMemsetsCount) {
   clock.start();
   ASSERT_EQ(cudaMemsetAsync(p, 0, n, a_), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_GT(clock.stop(), 0.0);
+  const DeviceTime t = clock.stop();
+  EXPECT_TRUE(t.timed()) << t.error;
+  EXPECT_GT(t.seconds, 0.0);
+  EXPECT_GE(t.records, 1u);
   cudaFree(p);
 }
 
