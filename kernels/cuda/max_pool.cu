@@ -50,20 +50,24 @@ __global__ void max_pool_kernel(const float* x, float* y, std::uint8_t* codes, P
 // extent is the window's span, dilation * (kernel - 1) + 1. Two divisions, where testing each
 // window position cost two each (64-bit divisions, a dozen a thread, ran the backward at 1.7x
 // torch's time on an H200).
+// Index: the type of a row or column (int where a plane's positions fit in it).
+template <class Index>
 struct Range {
-  int first, last;
+  Index first, last;
 };
-__device__ Range windows_holding(int h, int pad, int extent, int stride, int out) {
-  const int from = h + pad;  // >= 0
-  const int first = from < extent ? 0 : (from - extent) / stride + 1;
-  const int last = min(from / stride + 1, out);
+template <class Index>
+__device__ Range<Index> windows_holding(Index h, Index pad, Index extent, Index stride, Index out) {
+  const Index from = h + pad;  // >= 0
+  const Index first = from < extent ? 0 : (from - extent) / stride + 1;
+  const Index last = min(from / stride + 1, out);
   return {first, last};
 }
 
 // One thread per input element of a plane, planes strided over the grid's y: it adds the
 // gradients of the windows whose code picks it, in torch's order (output rows, then columns,
 // ascending), so that where windows overlap the sum is torch's, bit for bit, and the same on
-// every run (no atomics). Index: the type of a position within one plane.
+// every run (no atomics). Index: the type of a position within one plane, and of its rows and
+// columns (a plane of 2^31 positions or more may have that many rows).
 template <class Index>
 __global__ void max_pool_backward_kernel(const float* gy, const std::uint8_t* codes, float* gx,
                                          PoolGeometry g) {
@@ -72,21 +76,21 @@ __global__ void max_pool_backward_kernel(const float* gy, const std::uint8_t* co
                   static_cast<Index>(threadIdx.x);
   if (r >= per_plane) return;
   const Index width = static_cast<Index>(g.width), out_width = static_cast<Index>(g.out_width);
-  const int h = static_cast<int>(r / width), w = static_cast<int>(r % width);
-  const Range rows = windows_holding(h, g.pad_h, g.dilation_h * (g.kernel_h - 1) + 1, g.stride_h,
-                                     static_cast<int>(g.out_height));
-  const Range cols = windows_holding(w, g.pad_w, g.dilation_w * (g.kernel_w - 1) + 1, g.stride_w,
-                                     static_cast<int>(g.out_width));
+  const Index h = r / width, w = r % width;
+  const Range<Index> rows = windows_holding<Index>(h, g.pad_h, g.dilation_h * (g.kernel_h - 1) + 1,
+                                                   g.stride_h, static_cast<Index>(g.out_height));
+  const Range<Index> cols = windows_holding<Index>(w, g.pad_w, g.dilation_w * (g.kernel_w - 1) + 1,
+                                                   g.stride_w, out_width);
   const std::int64_t out_plane = g.out_height * g.out_width;
   for (std::int64_t p = blockIdx.y; p < g.planes; p += gridDim.y) {
     const std::int64_t base = p * out_plane;
     float sum = 0.0f;
-    for (int oh = rows.first; oh < rows.last; ++oh) {
-      const int di = h + g.pad_h - oh * g.stride_h;  // in [0, extent)
+    for (Index oh = rows.first; oh < rows.last; ++oh) {
+      const int di = static_cast<int>(h + g.pad_h - oh * g.stride_h);  // in [0, extent)
       if (di % g.dilation_h != 0) continue;
       const int i = di / g.dilation_h;
-      for (int ow = cols.first; ow < cols.last; ++ow) {
-        const int dj = w + g.pad_w - ow * g.stride_w;
+      for (Index ow = cols.first; ow < cols.last; ++ow) {
+        const int dj = static_cast<int>(w + g.pad_w - ow * g.stride_w);
         if (dj % g.dilation_w != 0) continue;
         const int j = dj / g.dilation_w;
         const std::int64_t o = base + static_cast<std::int64_t>(oh) * out_width + ow;

@@ -284,5 +284,47 @@ TEST(KernelsCudaTest, MaxPoolCodesAndBackward) {
   }
 }
 
+// A plane of more than 2^31 rows (one column): the backward's rows past 2^31 get their windows'
+// gradients. 26 GB of device memory; skipped where less is free.
+TEST(KernelsCudaTest, MaxPoolBackwardPastRow2To31) {
+  SKIP_WITHOUT_DEVICE();
+  const std::int64_t height = (std::int64_t{1} << 31) + 6;
+  const PoolGeometry g{1, height, 1, (height - 2) / 2 + 1, 1, 2, 1, 2, 1, 0, 0, 1, 1};
+  const std::int64_t out = g.out_height;
+  std::size_t free = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  const std::size_t needed = static_cast<std::size_t>(2 * height + 2 * out) * sizeof(float) +
+                             static_cast<std::size_t>((out + 1) / 2) + (std::size_t{1} << 30);
+  if (free < needed) GTEST_SKIP() << "needs " << (needed >> 30) << " GiB of device memory free";
+  DeviceBuffer<float> x_buffer(height), y_buffer(out), gy_buffer(out), gx_buffer(height);
+  DeviceBuffer<std::uint8_t> codes_buffer((out + 1) / 2);
+  float *x = x_buffer.get(), *y = y_buffer.get(), *gy = gy_buffer.get(), *gx = gx_buffer.get();
+  std::uint8_t* codes = codes_buffer.get();
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  // Zeros, so that each window's first row is its maximum, but for the windows from row 2^31 - 4
+  // on, whose second row holds 1. Every output gradient is the float of bytes 0x3F.
+  ASSERT_EQ(cudaMemset(x, 0, height * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(gy, 0x3F, out * sizeof(float)), cudaSuccess);
+  const std::int64_t first_one = (std::int64_t{1} << 30) - 2;  // the window of row 2^31 - 4
+  const float one = 1.0f;
+  for (std::int64_t k = first_one; k < out; ++k) {
+    ASSERT_EQ(cudaMemcpy(x + 2 * k + 1, &one, sizeof one, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  launch_max_pool2d_compact(x, y, codes, g, nullptr);
+  launch_max_pool2d_compact_backward(gy, codes, gx, g, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  float v = 0.0f;
+  std::memset(&v, 0x3F, sizeof v);
+  const std::int64_t from = (std::int64_t{1} << 31) - 16;
+  std::vector<float> tail(height - from);
+  ASSERT_EQ(cudaMemcpy(tail.data(), gx + from, tail.size() * sizeof(float), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (std::int64_t h = from; h < height; ++h) {
+    const std::int64_t k = h / 2;
+    const bool picked = k >= first_one ? h % 2 == 1 : h % 2 == 0;
+    EXPECT_EQ(tail[h - from], picked ? v : 0.0f) << "row " << h;
+  }
+}
+
 }  // namespace
 }  // namespace monet::cuda
