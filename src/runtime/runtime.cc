@@ -118,6 +118,7 @@ class RuntimeImpl {
     anchor_ = at::zeros({1}).requires_grad_(true);
     const std::vector<torch::Tensor> parameters = model_->parameters();
     pool_for(parameters.empty() ? at::Device(at::kCPU) : parameters.front().device());
+    check_budget_holds_the_model();
     load_margins();
   }
 
@@ -308,6 +309,33 @@ class RuntimeImpl {
       throw ConfigError(fmt::format("monet::Options::measure_repeats is {}; use 1 or more",
                                     options_.measure_repeats));
     }
+  }
+
+  // A budget that cannot hold the model's parameters and buffers and the gradients of those that
+  // train (on the device the budget caps) is refused now, saying what it must hold, rather than at
+  // the first step's allocation.
+  void check_budget_holds_the_model() const {
+    if (options_.budget_bytes == 0) return;
+    const std::vector<torch::Tensor> parameters = model_->parameters();
+    if (parameters.empty()) return;
+    const at::Device device = parameters.front().device();
+    std::int64_t weights = 0, gradients = 0;
+    for (const torch::Tensor& p : parameters) {
+      if (p.device() != device) continue;
+      weights += static_cast<std::int64_t>(p.nbytes());
+      if (p.requires_grad()) gradients += static_cast<std::int64_t>(p.nbytes());
+    }
+    for (const torch::Tensor& b : model_->buffers()) {
+      if (b.device() == device) weights += static_cast<std::int64_t>(b.nbytes());
+    }
+    if (weights + gradients <= options_.budget_bytes) return;
+    throw ConfigError(fmt::format(
+        "monet::Runtime: a budget of {} cannot hold the model on {}: its parameters and buffers "
+        "take {} and the gradients of those that train {}, {} before any activation or optimizer "
+        "state. Raise MONET_BUDGET (Options::budget_bytes) well above {}",
+        format_bytes(options_.budget_bytes), device.str(), format_bytes(weights),
+        format_bytes(gradients), format_bytes(weights + gradients),
+        format_bytes(weights + gradients)));
   }
 
   // The substitutes take their originals' training flags: the model's train() or eval(), and a

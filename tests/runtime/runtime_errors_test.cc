@@ -59,6 +59,28 @@ TEST(RuntimeErrors, BudgetBelowTheLeastFeasibleNamesItBeforeAnyStepIsLost) {
   pools::cpu().set_budget_bytes(0);
 }
 
+TEST(RuntimeErrors, ABudgetBelowTheModelsWeightsIsRefusedWhenTheRuntimeIsMade) {
+  install();
+  // 2.0 MiB of parameters, and as much of gradients: 4.0 MiB before any activation.
+  torch::nn::Sequential model(torch::nn::Linear(512, 512), torch::nn::ReLU(),
+                              torch::nn::Linear(512, 512));
+  Options o;
+  o.budget_bytes = 3 << 20;
+  try {
+    Runtime rt(model, o);
+    FAIL() << "a 3 MiB budget cannot hold 4 MiB of parameters and gradients";
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    EXPECT_THAT(message, ::testing::HasSubstr("a budget of 3.00 MiB cannot hold the model on cpu"));
+    EXPECT_THAT(message, ::testing::HasSubstr("parameters and buffers take 2.00 MiB"));
+    EXPECT_THAT(message, ::testing::HasSubstr("Raise MONET_BUDGET"));
+  }
+  // Frozen parameters have no gradients: the same budget holds them.
+  for (auto& p : model->parameters()) p.requires_grad_(false);
+  EXPECT_NO_THROW(Runtime(model, o));
+  pools::cpu().set_budget_bytes(0);
+}
+
 // The retries of one step of `model` on `b` under a 64 MiB budget (the step's own and the
 // runtime's count), with a loss that, the first time it runs with grad outside the measurement
 // pass (whose one run with grad comes first), holds a buffer the plan knows nothing of and that
