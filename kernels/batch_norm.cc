@@ -109,6 +109,12 @@ variable_list backward_from_output(const at::Tensor& g, const KeptBatchNorm& kep
                                    const at::Tensor& weight, const at::Tensor& bias, double eps) {
   const at::Tensor& y = kept.y;
   const at::Tensor& invstd = kept.invstd;
+  // No element (no channel, or an empty batch): every gradient is a sum over nothing. ATen's
+  // backward kernels index the first channel, which a BatchNorm of none does not have.
+  if (y.numel() == 0) {
+    return {at::zeros_like(y), weight.defined() ? at::zeros_like(weight) : at::Tensor(),
+            bias.defined() ? at::zeros_like(bias) : at::Tensor()};
+  }
   const std::array<bool, 3> wanted{true, weight.defined(), bias.defined()};
   at::Tensor grad_x, grad_weight, grad_bias;
   if (!kept.weak.defined()) {

@@ -327,6 +327,24 @@ TEST(NnTest, BatchNormsTrainOnABatchOfNoneAsTorchs) {
   EXPECT_EQ(
       empty->forward(no_channels).sizes(),
       tnn::BatchNorm2d(tnn::BatchNorm2dOptions(0).affine(false))->forward(no_channels).sizes());
+  // And its backward, in every mode, the output-keeping one's too: a gradient as empty as torch's.
+  for (const OpMode mode : {OpMode::kDefault, OpMode::kCompact}) {
+    SCOPED_TRACE(op_mode_name(mode));
+    const torch::Tensor x = no_channels.clone().requires_grad_();
+    {
+      OpModeScope scope(mode);
+      ASSERT_NO_THROW(empty->forward(x).sum().backward());
+    }
+    ASSERT_TRUE(x.grad().defined());
+    EXPECT_EQ(x.grad().sizes(), x.sizes());
+    nn::BatchNorm2dReLU fused(tnn::BatchNorm2dOptions(0).affine(false));
+    const torch::Tensor z = no_channels.clone().requires_grad_();
+    {
+      OpModeScope scope(mode);
+      ASSERT_NO_THROW(fused->forward(z).sum().backward());
+    }
+    EXPECT_EQ(z.grad().sizes(), z.sizes());
+  }
 }
 
 TEST(NnTest, BatchNormReluConvNeedsSymmetricZeroPadding) {
