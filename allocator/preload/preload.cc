@@ -169,13 +169,8 @@ cudaError_t no_runtime(const char* function) {
   return cudaErrorInitializationError;
 }
 
-// Runs an interposer's work and answers as CUDA would: no exception leaves a CUDA function, since
-// a C program's frames cannot pass one on. Out of budget is cudaErrorMemoryAllocation, so that a
-// framework frees its cache and tries again; a CUDA call that failed under monet answers with its
-// own error (an earlier kernel's sticky error shows as itself, not as a want of memory); a setting
-// the device cannot serve (MONET_CUDA_SEGMENTS=expandable without the driver's virtual memory API)
-// is cudaErrorNotSupported. The reason goes to stderr, since the caller sees only the code; once
-// where the same call fails the same way again and again (a sticky error fails every call).
+// Writes why an interposed call failed, since its caller sees only the code: once where calls
+// fail the same way again and again (a sticky error fails every call).
 void report_failure(const std::string& line) {
   static std::mutex mutex;
   static std::string last;
@@ -185,6 +180,12 @@ void report_failure(const std::string& line) {
   log(LogLevel::kError, "{}", line);
 }
 
+// Runs an interposer's work and answers as CUDA would: no exception leaves a CUDA function, since
+// a C program's frames cannot pass one on. Out of budget is cudaErrorMemoryAllocation, so that a
+// framework frees its cache and tries again; a CUDA call that failed under monet answers with its
+// own error (an earlier kernel's sticky error shows as itself, not as a want of memory); a setting
+// the device cannot serve (MONET_CUDA_SEGMENTS=expandable without the driver's virtual memory API)
+// is cudaErrorNotSupported.
 template <typename Work>
 cudaError_t answer(const char* function, Work&& work) {
   cudaError_t code = cudaErrorUnknown;
