@@ -33,10 +33,11 @@ struct FakeDevice {
   int creates = 0, releases = 0, maps = 0, unmaps = 0, syncs = 0;
   std::vector<std::string> errors;  // what the backend asked that a driver would refuse
   int devices = 1;
-  int current = 0;                  // the current device
-  std::set<int> contexts;           // devices asked for their memory: each a context, on a GPU
-  std::set<int> unusable;           // devices cudaSetDevice refuses (no context can be made)
-  std::vector<int> malloc_devices;  // the device current at each cudaMalloc
+  int current = 0;                       // the current device
+  std::set<int> contexts;                // devices asked for their memory: each a context, on a GPU
+  std::set<int> unusable;                // devices cudaSetDevice refuses (no context can be made)
+  std::vector<int> malloc_devices;       // the device current at each cudaMalloc
+  CUresult create_error = CUDA_SUCCESS;  // what cuMemCreate answers, where not success
 };
 FakeDevice fake;
 
@@ -103,6 +104,7 @@ CUresult fake_address_reserve(CUdeviceptr* ptr, size_t size, size_t, CUdeviceptr
 CUresult fake_address_free(CUdeviceptr, size_t) { return CUDA_SUCCESS; }
 CUresult fake_create(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp*,
                      unsigned long long) {
+  if (fake.create_error != CUDA_SUCCESS) return fake.create_error;
   if (fake.physical + size > fake.capacity) return CUDA_ERROR_OUT_OF_MEMORY;
   fake.physical += size;
   *handle = fake.next_handle++;
@@ -396,6 +398,43 @@ TEST(FakeDevices, ADeviceThatCannotBeMadeCurrentIsAnErrorNotTheCallersDevice) {
   EXPECT_THROW(backend.reserve(2 * kMiB), std::runtime_error);
   EXPECT_THAT(fake.malloc_devices, ::testing::IsEmpty()) << "cuda:0's memory taken for cuda:1";
   EXPECT_EQ(fake.current, 0);
+}
+
+// A CUDA call that fails carries the runtime's error for it, which the preload answers with: the
+// runtime call's own, and the driver's where the runtime has one of the same meaning.
+TEST(FakeDevices, AFailedCallCarriesTheRuntimesErrorForIt) {
+  fake = FakeDevice{};
+  fake.devices = 2;
+  fake.unusable = {1};
+  const CudaApi api = fake_api();
+  const CudaDriverApi driver = fake_driver();
+  try {
+    CudaBackend backend(api, 1);
+    FAIL() << "cuda:1 cannot be made current";
+  } catch (const CudaCallError& e) {
+    EXPECT_EQ(e.code, cudaErrorDevicesUnavailable);
+  }
+  CudaBackend backend(api, 0, &driver);
+  void* segment = backend.reserve(2 * kGranule);
+  ASSERT_NE(segment, nullptr);
+  const std::pair<CUresult, cudaError_t> cases[] = {
+      {CUDA_ERROR_ILLEGAL_ADDRESS, cudaErrorIllegalAddress},
+      {CUDA_ERROR_NOT_SUPPORTED, cudaErrorNotSupported},
+      {CUDA_ERROR_INVALID_VALUE, cudaErrorInvalidValue},
+      {CUDA_ERROR_LAUNCH_FAILED, cudaErrorUnknown},  // no mapping call returns it
+  };
+  for (const auto& [driver_error, runtime_error] : cases) {
+    fake.create_error = driver_error;
+    try {
+      backend.commit(segment, kGranule);
+      ADD_FAILURE() << "cuMemCreate failed with " << driver_error;
+    } catch (const CudaCallError& e) {
+      EXPECT_EQ(e.code, runtime_error) << driver_error;
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("cuMemCreate failed on cuda:0"));
+    }
+  }
+  fake.create_error = CUDA_SUCCESS;
+  backend.release(segment, 2 * kGranule);
 }
 
 }  // namespace
