@@ -264,7 +264,8 @@ class JointPlanner {
   }
 
   // The joint DP's plan, polished; for short chains the polished segment variants become one
-  // more layer and the DP runs again.
+  // more layer, with its deviations (each stage switched to each of its other variants), and the
+  // DP runs again.
   Plan joint_plan(const std::optional<Plan>& incumbent) {
     Plan best = dp_->solve(budget_, incumbent ? &*incumbent : nullptr).plan;
     polish(&best);
@@ -275,8 +276,26 @@ class JointPlanner {
       for (int i = 1; i <= costs_.stages(); ++i) {
         if (best.stages[i - 1].checkpoint) layer[i - 1] = best.stages[i - 1].variant;
       }
-      if (!add_layer(layer)) break;
-      dp_->add_layer(std::move(layer));
+      // With it, the polished layer with one stage switched to another of its variants: where
+      // variants are not trade-offs, the fastest mix of a segment the plan did not place can be
+      // in no layer, one stage away from the polished one, and the DP then places other segments.
+      bool added = false;
+      for (int i = 1; i <= costs_.stages(); ++i) {
+        for (int v : segment_options_[i - 1]) {
+          if (v == layer[i - 1]) continue;
+          std::vector<int> deviation = layer;
+          deviation[i - 1] = v;
+          if (add_layer(deviation)) {
+            dp_->add_layer(std::move(deviation));
+            added = true;
+          }
+        }
+      }
+      if (add_layer(layer)) {
+        dp_->add_layer(std::move(layer));
+        added = true;
+      }
+      if (!added) break;
       Plan candidate = dp_->solve(budget_, &best).plan;
       polish(&candidate);
       if (costs_.time(candidate) >= costs_.time(best)) break;

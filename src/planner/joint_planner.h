@@ -19,7 +19,8 @@
 //   5. The plan is polished: each segment's variants are re-chosen stage by stage by a bounded
 //      branch and bound (the fastest mix that fits the segment's room), and kept stages move to
 //      faster variants where every later block has the slack. For short chains the polished
-//      segment variants become one more layer and the DP runs again.
+//      segment variants become one more layer, with each of its one-stage deviations, and the DP
+//      runs again.
 // Every plan fits the budget under simulate().
 #pragma once
 

@@ -34,6 +34,13 @@ Chain random_chain(std::mt19937_64& rng, const RandomChainOptions& options) {
       c.bwd_peak = static_cast<std::int64_t>(static_cast<double>(base.bwd_peak) * peak_scale(rng));
       c.fwd_time = base.fwd_time * slower(rng);
       c.bwd_time = base.bwd_time * slower(rng);
+      if (options.arbitrary_variants) {  // drawn afresh, after the draws above
+        c.saved_bytes = saved(rng);
+        c.fwd_peak = fwd_peak(rng);
+        c.bwd_peak = bwd_peak(rng);
+        c.fwd_time = fwd_time(rng);
+        c.bwd_time = c.fwd_time * bwd_ratio(rng);
+      }
       if (!options.same_out_bytes) {
         c.out_bytes =
             static_cast<std::int64_t>(static_cast<double>(base.out_bytes) * out_noise(rng));
