@@ -242,7 +242,7 @@ FittedLaw LawSearch::search(const std::vector<LawPoint>& points,
     for (int m = 0; m < basis.size(); ++m) terms.push_back(m);
   }
   const int f = static_cast<int>(terms.size());
-  if (options.nonnegative_sum && f <= std::min(n, kMaxTerms)) {
+  if (options.nonnegative_sum && f <= std::min({n, options.max_terms, kMaxTerms})) {
     if (std::optional<FittedLaw> law = nonnegative_fit(pr, terms)) {
       law->points = n;
       law->noise = options.noise;

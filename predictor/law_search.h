@@ -45,7 +45,7 @@ struct LawSearchOptions {
   std::vector<std::vector<int>> expected_laws;
   // Fit every allowed term at once, none with a negative coefficient (non-negative least
   // squares), instead of searching for the simplest law, whenever the allowed terms are no more
-  // than the shapes and kMaxTerms. For times: each term is a cost that cannot be negative (the
+  // than the shapes and max_terms. For times: each term is a cost that cannot be negative (the
   // per-call overhead, the work on each tensor the stage makes), and a stage's time has as many
   // of them as its tensors have laws: an encoder layer's is c + k1*batch*seq + k2*batch*seq^2,
   // which three shapes determine but cannot validate, while the two-term laws they can validate

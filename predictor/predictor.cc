@@ -274,6 +274,14 @@ void Predictor::observe(const Shape& shape, const Chain& measured) {
       variant_of[i].push_back(variant);
     }
   }
+  // A chain that measures nothing would still make its shape profiled: counted towards
+  // min_profiled_shapes, widening the profiled range, and never asked for again.
+  if (std::all_of(variant_of.begin(), variant_of.end(), [](const auto& v) { return v.empty(); })) {
+    throw std::invalid_argument(fmt::format(
+        "monet predictor: the measured chain at shape {} has no variant in any stage; give the "
+        "measurements of at least one variant",
+        format_shape(shape)));
+  }
   if (!basis_) start(static_cast<int>(shape.size()));
   const int id = table_->add(shape);
   for (int i = 0; i < num_stages(); ++i) {

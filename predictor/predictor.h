@@ -110,7 +110,8 @@ class Predictor {
   // Every stage of `measured` (the same stages as the layout, by name and in order; variants
   // matched by name, any subset of them, each at most once). Checks everything before folding
   // anything in: std::invalid_argument for another number of stages, a stage of another name, an
-  // unknown or repeated variant name, or a bad shape or number (see above).
+  // unknown or repeated variant name, no variant in any stage, or a bad shape or number (see
+  // above).
   void observe(const Shape& shape, const Chain& measured);
   // Parameters, gradients and optimizer state: bytes that do not depend on the shape.
   void set_fixed_bytes(std::int64_t bytes);

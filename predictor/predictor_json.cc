@@ -195,7 +195,8 @@ json Predictor::to_json() const {
 Predictor Predictor::from_json(const json& state, const std::string& source) {
   StateReader r(source);
   try {
-    if (!state.is_object() || state.value("format", std::string()) != kFormat) {
+    // A "format" of another type is another file's, as a missing one is.
+    if (!state.is_object() || !state.contains("format") || state.at("format") != kFormat) {
       malformed(source,
                 fmt::format("it is not a predictor state (no \"format\": \"{}\")", kFormat));
     }

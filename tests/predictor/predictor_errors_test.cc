@@ -152,6 +152,23 @@ TEST(PredictorErrors, ChainListingAVariantTwiceChangesNothing) {
   EXPECT_EQ(p.profiled_shapes(), 1);
 }
 
+// A chain that lists no variant in any stage measures nothing: its shape must not count as
+// profiled (it would widen the profiled range and never be asked for again).
+TEST(PredictorErrors, ChainMeasuringNothingChangesNothing) {
+  Predictor p = two_stages();
+  Chain c;
+  c.stages = {Stage{"embed", {}}, Stage{"block", {}}};
+  const std::string m = message_of<std::invalid_argument>([&] { p.observe({8, 64}, c); });
+  EXPECT_NE(m.find("the measured chain at shape [8, 64] has no variant in any stage"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(p.profiled_shapes(), 0);
+  EXPECT_FALSE(p.is_profiled({8, 64}));
+  c.stages[1].variants = {costs(1024, 1e-3)};  // one stage measured is a measurement
+  p.observe({8, 64}, c);
+  EXPECT_EQ(p.profiled_shapes(), 1);
+}
+
 TEST(PredictorErrors, BadLayoutAndOptionsAreRefused) {
   using Layout = std::vector<StageLayout>;
   EXPECT_THROW(Predictor(Layout{}), std::invalid_argument);

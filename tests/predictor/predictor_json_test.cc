@@ -165,6 +165,12 @@ TEST(PredictorJson, AnErrorNamesTheFieldAtFault) {
             std::string::npos)
       << error_of(bad);
   bad = j;
+  bad["format"] = 1;
+  EXPECT_NE(error_of(bad).find("'s.json': it is not a predictor state (no \"format\": "
+                               "\"monet-predictor-state\")"),
+            std::string::npos)
+      << error_of(bad);
+  bad = j;
   bad["dims"] = "two";
   EXPECT_NE(error_of(bad).find("'s.json': \"dims\" must be an integer, got \"two\""),
             std::string::npos)

@@ -457,6 +457,28 @@ TEST(Predictor, ALawThatTurnsNegativeIsNeitherTakenNorConfident) {
   EXPECT_TRUE(p.confidence({16, 16}).confident);  // profiled
 }
 
+// max_terms bounds every law, times included: a time whose byte laws name more terms than that
+// (here 1, batch*seq and batch*seq^2 under max_terms 2) is searched among them rather than fitted
+// on all of them at once.
+TEST(Predictor, NoLawHasMoreTermsThanMaxTerms) {
+  for (int max_terms : {1, 2}) {
+    PredictorOptions options;
+    options.dim_names = {"batch", "seq"};
+    options.max_terms = max_terms;
+    Predictor p = Predictor::for_chain(testing::synthetic_transformer({8, 64}, 1), options);
+    for (Shape s : {Shape{32, 512}, Shape{4, 32}, Shape{24, 64}, Shape{8, 256}, Shape{16, 128}}) {
+      p.observe(s, testing::synthetic_transformer(s, 1));
+      for (int stage = 0; stage < p.num_stages(); ++stage) {
+        for (Quantity q : kAllQuantities) {
+          EXPECT_LE(p.law(stage, 0, q)->law.size, max_terms)
+              << "max_terms " << max_terms << ", " << p.profiled_shapes() << " shapes, stage "
+              << stage << " " << quantity_name(q) << ": " << p.describe_law(stage, 0, q);
+        }
+      }
+    }
+  }
+}
+
 TEST(Predictor, PredictIntoReusesTheChain) {
   Predictor p = Predictor::for_chain(testing::synthetic_transformer({8, 64}, 2));
   for (Shape s : {Shape{32, 512}, Shape{4, 32}, Shape{24, 64}}) {
