@@ -85,8 +85,8 @@ struct Options {
   // Under a budget, what retries added to the margin is kept beside it, in the file of the same
   // path and ".margins", and taken by a job of the same budget and margin that starts again.
   // The Runtime's constructor throws ConfigError when the file's folder cannot be written. A state
-  // measured on another input dtype or device, other parameter dtypes, other frozen parameters or
-  // another autocast is not taken: the job measures afresh and writes over it.
+  // measured on another input (dtype, device, its gradient asked for or not), other parameter
+  // dtypes, frozen parameters or autocast is not taken: the job measures afresh and writes over it.
   std::string predictor_state;
   // Which dims of the input vary between batches (the shape the predictor learns on and the plan
   // cache keys by), at most 4. Empty: dims 0 and 1 of a 2-D or 3-D input (batch, sequence); dims
@@ -187,8 +187,8 @@ class Runtime {
   // the least budget that would fit this shape, with gradients, RNG and buffers as before the
   // call. In eval mode or under torch::NoGradGuard it is a plain forward and loss, recording
   // nothing for a backward, which does not run.
-  // A step whose input dtype or device, parameter dtypes, trained parameters or autocast differ
-  // from the step before measures its shapes afresh. Under autocast (mixed precision) the step
+  // A step whose input dtype, device or need of a gradient, parameter dtypes, trained parameters
+  // or autocast differ from the step before measures its shapes afresh. Under autocast the step
   // runs each op in the dtype a plain step would; checkpointed stages recompute under the autocast
   // of their forward, also where the caller runs backward outside it (after forward()).
   // Throws std::invalid_argument, before anything runs, for an input with no elements or with

@@ -82,12 +82,16 @@ class OneStepAtATime {
 struct MeasuredOn {
   at::ScalarType input_type = at::kFloat;
   at::Device input_device = at::kCPU;
+  // The caller asks for the input's gradient: a gradient then flows through every stage, frozen
+  // ones included, and the first stage's backward makes the input's.
+  bool input_needs_grad = false;
   std::vector<at::ScalarType> parameter_types;  // each parameter once, in grad_owners_'s order
   std::vector<int> trained;                     // per stage, how many of its parameters train
   kernels::AutocastState autocast;              // mixed precision: what the stages' ops run in
   bool operator==(const MeasuredOn& o) const {
     return input_type == o.input_type && input_device == o.input_device &&
-           parameter_types == o.parameter_types && trained == o.trained && autocast == o.autocast;
+           input_needs_grad == o.input_needs_grad && parameter_types == o.parameter_types &&
+           trained == o.trained && autocast == o.autocast;
   }
 };
 
@@ -158,8 +162,11 @@ class RuntimeImpl {
       std::optional<StepRollback>& rollback;
       ~Forget() { rollback.reset(); }
     } forget{rollback_};
+    // An earlier attempt measured the shape: the step began with a measurement pass, whichever
+    // attempt ran.
+    bool measured_earlier = false;
     for (int attempt = 0;; ++attempt) {
-      // Of this attempt: an earlier one's measurement ran out of memory, its plan was dropped.
+      // Of this attempt (what its plan was made from): an earlier attempt's plan was dropped.
       last_.profiled = false;
       last_.plan_from_cache = false;
       last_.plan_us = 0.0;
@@ -184,6 +191,7 @@ class RuntimeImpl {
         loss.backward();
         last_.measured_peak_bytes = static_cast<std::int64_t>(pool.peak_requested_since(mark));
         if (!options_.plan_once) feedback(shape, plan, before);
+        last_.profiled = last_.profiled || measured_earlier;
         if (attempt == 0) relax_margins();
         ++stats_.steps;
         stats_.max_measured_peak_bytes =
@@ -192,6 +200,8 @@ class RuntimeImpl {
         return loss.detach();
       } catch (const c10::Error& e) {
         if (!is_out_of_memory(e)) throw;
+        measured_earlier = measured_earlier || last_.profiled;
+        last_.profiled = measured_earlier;  // for a step that ends here, out of retries
         rollback.restore();
         // Without a budget every plan keeps every stage: another would run out the same way.
         if (options_.budget_bytes == 0) throw;
@@ -505,11 +515,13 @@ class RuntimeImpl {
   }
 
   // What the measurements of a shape depend on besides its dims, now: the input's dtype and
-  // device, each parameter's dtype, how many parameters of each stage train, and autocast.
+  // device and whether it needs its gradient, each parameter's dtype, how many parameters of each
+  // stage train, and autocast.
   MeasuredOn measured_on(const at::Tensor& input) const {
     MeasuredOn m;
     m.input_type = input.scalar_type();
     m.input_device = input.device();
+    m.input_needs_grad = input.requires_grad();
     for (const GradOwner& o : grad_owners_) m.parameter_types.push_back(o.parameter.scalar_type());
     for (const RuntimeStage& s : stages_) m.trained.push_back(s.trained_count());
     m.autocast = kernels::AutocastState::current();
@@ -520,8 +532,11 @@ class RuntimeImpl {
   // (autocast named only where it is on): what the predictor's state says it was measured on, to
   // compare with at a warm start.
   std::string describe(const MeasuredOn& m) const {
-    std::string out = fmt::format("input {} on {}; parameters ", kernels::dtype_name(m.input_type),
-                                  m.input_device.str());
+    // Its gradient named only where it is asked for, so that a state saved before monet followed
+    // it still matches.
+    std::string out =
+        fmt::format("input {} on {}{}; parameters ", kernels::dtype_name(m.input_type),
+                    m.input_device.str(), m.input_needs_grad ? " with its gradient" : "");
     const bool one_type =
         std::all_of(m.parameter_types.begin(), m.parameter_types.end(),
                     [&](at::ScalarType t) { return t == m.parameter_types.front(); });
@@ -556,10 +571,11 @@ class RuntimeImpl {
     return out;
   }
 
-  // An input of another dtype or device, a model converted to another dtype (module.to()),
-  // parameters frozen or unfrozen, or autocast turned on or off since the last step: the stages
-  // keep other bytes and take other times, so what was measured and planned before no longer
-  // holds, and shapes are measured afresh.
+  // An input of another dtype or device, or that needs its gradient where the one before did not
+  // (or the other way), a model converted to another dtype (module.to()), parameters frozen or
+  // unfrozen, or autocast turned on or off since the last step: the stages keep other bytes and
+  // take other times, so what was measured and planned before no longer holds, and shapes are
+  // measured afresh.
   void follow_what_is_measured(const at::Tensor& input) {
     MeasuredOn now = measured_on(input);
     if (now == measured_on_) return;

@@ -303,6 +303,33 @@ TEST(RuntimeBudget, AModelConvertedToAnotherDtypeIsMeasuredAfresh) {
       });
 }
 
+// A model being fine-tuned with its first half frozen, whose caller starts asking for the input's
+// gradient after 20 steps (saliency maps, adversarial examples): a gradient now flows through the
+// frozen stages, which keep their activations for it, so shapes are measured afresh. Before, the
+// plans made from the measurements without it kept the frozen stages' bytes out of every
+// prediction.
+TEST(RuntimeBudget, AnInputThatStartsNeedingAGradientIsMeasuredAfresh) {
+  install();
+  auto w = testing::small_resnet();
+  auto model = w->make_model(1);
+  std::vector<torch::Tensor> params = model->parameters();
+  for (std::size_t i = 0; i < params.size() / 2; ++i) params[i].requires_grad_(false);
+  const std::int64_t peak = workloads::unconstrained_peak(*w, 1, torch::kCPU).in_use_bytes;
+  pools::cpu().release_cached();
+  Options o;
+  o.budget_bytes = peak * 8 / 10;  // with the input's gradient, the largest shape needs a plan
+  Runtime rt(model, o);
+  expect_a_change_at_step_20_measured_afresh(
+      rt, *w, o.budget_bytes, [&](int i, workloads::Batch b) {
+        if (i >= 20) b.input = b.input.detach().clone().requires_grad_(true);
+        model->zero_grad();
+        rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
+        if (i >= 20) {
+          EXPECT_TRUE(b.input.grad().defined()) << "step " << i;
+        }
+      });
+}
+
 // Autocast turned off after 20 mixed-precision steps: the stages now keep other bytes than they
 // did under autocast (on LibTorch 1.13 float32 keeps twice bfloat16's), so shapes are measured
 // afresh and planned from that. Before, the plans made from the bfloat16 measurements kept every

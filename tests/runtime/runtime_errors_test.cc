@@ -177,6 +177,32 @@ Runtime::LossFn hogging_loss(const workloads::Workload& w, const workloads::Batc
   };
 }
 
+// A batch whose shape was measured at the start of its step, and whose planned run then ran out of
+// memory, reports the measurement: the step began with it (and counts among the measured steps),
+// though the plan of the run that fitted was made again from what it measured.
+TEST(RuntimeErrors, AMeasuredBatchThatRunsAgainReportsItsMeasurement) {
+  install();
+  auto w = testing::small_transformer(64);
+  const auto b = w->batch(5, 0);
+  Options o;
+  o.budget_bytes = 64 << 20;
+  Runtime rt(w->make_model(4), o);
+  int hogs = 1;
+  rt.step(b.input, [&](const torch::Tensor& out) {
+    torch::Tensor hog;
+    // The measurement pass gives the loss a leaf: this holds the budget in the planned run alone.
+    if (out.grad_fn() && hogs > 0) {
+      --hogs;
+      hog = torch::empty({o.budget_bytes}, torch::kByte);
+    }
+    return w->loss(out, b);
+  });
+  ASSERT_EQ(rt.last_step().retries, 1);
+  EXPECT_TRUE(rt.last_step().profiled);
+  EXPECT_EQ(rt.stats().profiled_steps, 1);
+  pools::cpu().set_budget_bytes(0);
+}
+
 // A batch that runs out of memory more often than Options::max_retries allows is lost with an
 // InfeasibleBudgetError that says what its last run kept free, and counts the retries that ran.
 TEST(RuntimeErrors, ABatchOutOfRetriesSaysWhatItsLastRunKeptFree) {
