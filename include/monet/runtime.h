@@ -106,7 +106,9 @@ struct Options {
   bool allow_rng_variants = false;
   // Plan once, for the shape of the first batch that trains, and run that plan for every batch
   // after it, whatever its shape: what a planner for one fixed input shape (MONeT, Checkmate)
-  // gives a job whose shapes vary, when the first batch is the largest. For comparisons
+  // gives a job whose shapes vary, when the first batch is the largest. Where shapes are measured
+  // afresh (the dtype, device, autocast, frozen parameters or the input's need of a gradient
+  // changed), the plan is made once more, for the first batch after it. For comparisons
   // (monet-bench's "static" strategy); default false.
   bool plan_once = false;
   // How a CUDA stage is timed when its shape is measured (MONET_STAGE_CLOCK: auto or wall;

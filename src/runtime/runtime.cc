@@ -591,6 +591,9 @@ class RuntimeImpl {
     exact_cache_.clear();
     remeasure_.clear();
     unmodelled_.clear();
+    // Under plan_once the plan is made once more, for this step's shape: the first shape's chain
+    // must be measured again, and this step's input is the only one the runtime holds.
+    first_shape_.reset();
   }
 
   // What stays from the steps before this one, as a plan counts it: fixed bytes, and the

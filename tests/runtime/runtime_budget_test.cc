@@ -10,6 +10,7 @@
 
 #include "allocator/device_pools.h"
 #include "kernels/autocast.h"
+#include "predictor/predictor.h"
 #include "runtime/rng_state.h"
 #include "runtime_testing.h"
 #include "workloads/harness.h"
@@ -736,6 +737,48 @@ TEST(RuntimeBudget, APlanMadeOnceIsPricedOnTheShapeThatRan) {
   EXPECT_GE(at_small.planned_seconds, at_small.unconstrained_seconds);
   EXPECT_GT(at_small.predicted_peak_bytes, 0);
   std::filesystem::remove(path);
+  pools::cpu().set_budget_bytes(0);
+}
+
+// Under plan_once, shapes measured afresh (here: half the parameters frozen) make the plan once
+// more, for the batch that runs then: its measurement is filed under its own shape. Before, the
+// plan stayed the first shape's, and this batch's measurement was filed under the first shape.
+TEST(RuntimeBudget, APlanMadeOnceIsMadeAgainForTheShapeMeasuredAfresh) {
+  install();
+  auto w = testing::small_transformer();
+  const std::string path = ::testing::TempDir() + "/monet_runtime_plan_once_afresh.json";
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".margins");
+  auto model = w->make_model(3);
+  Options o;
+  o.budget_bytes = workloads::unconstrained_peak(*w, 1).in_use_bytes / 2;
+  o.predictor_state = path;
+  o.plan_once = true;
+  Runtime rt(model, o);
+  const workloads::Batch largest = w->largest_batch();
+  const workloads::Batch small = w->batch(5, 0);
+  ASSERT_LT(small.input.size(1), largest.input.size(1));
+  const auto step = [&](const workloads::Batch& b) {
+    rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
+    return rt.last_step();
+  };
+  step(largest);
+  const StepReport at_largest = step(largest);
+  std::vector<torch::Tensor> params = model->parameters();
+  for (std::size_t i = 0; i < params.size() / 2; ++i) params[i].requires_grad_(false);
+  const StepReport at_small = step(small);
+  EXPECT_TRUE(at_small.profiled);
+  const Predictor saved = Predictor::load(path);
+  EXPECT_EQ(saved.profiled_shapes(), 1);
+  EXPECT_TRUE(saved.is_profiled(Shape{small.input.size(0), small.input.size(1)}));
+  // The next batches run the plan made for the small shape, priced on their own.
+  const StepReport again = step(small);
+  EXPECT_FALSE(again.profiled);
+  EXPECT_TRUE(again.plan_from_cache);
+  EXPECT_EQ(again.plan, at_small.plan);
+  EXPECT_NE(at_largest.shape, at_small.shape);
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".margins");
   pools::cpu().set_budget_bytes(0);
 }
 
