@@ -682,8 +682,11 @@ class RuntimeImpl {
     const std::int64_t unmodelled = unmodelled_for(exact);
     std::int64_t budget = margins_.plan_budget(key) - unmodelled;
     last_.budget_bytes = budget;
+    // Such a shape plans for itself alone: a plan its bucket's other shapes made (and share) does
+    // not keep those bytes free.
+    const bool own_plan = unmodelled > 0;
     if (!remeasure) {
-      const PlanResult* hit = cache_.find(key);
+      const PlanResult* hit = own_plan ? nullptr : cache_.find(key);
       PlanCache* hit_cache = &cache_;
       const ShapeKey* hit_key = &key;
       if (hit == nullptr) {
@@ -715,8 +718,8 @@ class RuntimeImpl {
     std::optional<Chain> predicted = remeasure ? std::nullopt : upper_prediction(key.dims());
     if (predicted) {
       chain = std::move(*predicted);
-      cache = &cache_;
-      cache_key = &key;
+      cache = own_plan ? &exact_cache_ : &cache_;
+      cache_key = own_plan ? &exact : &key;
     } else if (!remeasure && predictor_ && predictor_->is_profiled(shape)) {
       chain = predictor_->predict(shape);
       cache = &exact_cache_;

@@ -10,6 +10,7 @@
 
 #include "allocator/device_pools.h"
 #include "kernels/autocast.h"
+#include "planner/shape_key.h"
 #include "predictor/predictor.h"
 #include "runtime/rng_state.h"
 #include "runtime_testing.h"
@@ -694,6 +695,52 @@ TEST(RuntimeBudget, WhatMeasurementsDoNotShowIsKeptFreeNotMeasuredAgain) {
   EXPECT_GT(r.measured_peak_bytes, 4 << 20);
   // The plan's budget left the 4 MiB free.
   EXPECT_LE(r.budget_bytes, (64 << 20) - (4 << 20));
+  workloads::pool_for(torch::kCPU).set_budget_bytes(0);
+}
+
+// The same at one batch size alone (101 rows): the bytes kept free for it hold for its steps
+// after another shape of its plan-cache bucket (102 rows) has planned for the bucket. Before, the
+// batch of 101 ran the bucket's plan, made without them.
+struct HiddenTemporaryAt101Impl : torch::nn::Module {
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (!x.is_leaf() && x.size(0) == 101) {
+      const torch::Tensor hog = torch::ones({1 << 20});  // 4 MiB, freed at once
+    }
+    return x.clone();  // a stage of its own, whose input is a leaf in the measurement pass
+  }
+};
+TORCH_MODULE(HiddenTemporaryAt101);
+
+TEST(RuntimeBudget, WhatMeasurementsDoNotShowIsKeptFreeOverItsBucketsPlan) {
+  install();
+  torch::nn::Sequential model(torch::nn::Linear(64, 64), HiddenTemporaryAt101(), torch::nn::ReLU(),
+                              torch::nn::Linear(64, 8));
+  Options o;
+  o.budget_bytes = 64 << 20;
+  Runtime rt(model, o);
+  ASSERT_EQ(ShapeKey({101, 64}), ShapeKey({102, 64}));
+  const auto step = [&](std::int64_t rows) {
+    model->zero_grad();
+    rt.step(torch::randn({rows, 64}), [](const torch::Tensor& out) { return out.square().mean(); });
+    return rt.last_step();
+  };
+  const StepReport first = step(101);  // measured, and above its plan by the 4 MiB
+  ASSERT_TRUE(first.profiled);
+  step(64);
+  step(128);
+  const StepReport bucket = step(102);
+  ASSERT_FALSE(bucket.profiled) << "102 rows should be predicted after 3 shapes";
+  const StepReport again = step(101);
+  EXPECT_FALSE(again.profiled);
+  // What the 4 MiB exceeded its plan by, 3.9 MiB, is left free.
+  EXPECT_LE(again.budget_bytes, bucket.budget_bytes - (3 << 20));
+  EXPECT_GT(again.measured_peak_bytes, 4 << 20);
+  // The bucket's other shapes keep to the bucket's plan.
+  const StepReport other = step(102);
+  EXPECT_TRUE(other.plan_from_cache);
+  EXPECT_EQ(other.budget_bytes, bucket.budget_bytes);
+  EXPECT_EQ(rt.stats().profiled_steps, 3);
+  EXPECT_EQ(rt.stats().retries, 0);
   workloads::pool_for(torch::kCPU).set_budget_bytes(0);
 }
 
