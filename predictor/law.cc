@@ -44,7 +44,7 @@ double FittedLaw::relative_bound(const double* monomials, double y) const {
   for (const Law& other : alternatives) {
     disagreement = std::max(disagreement, std::abs(other.value(monomials) - y) / scale);
   }
-  return bound + disagreement;
+  return std::max(bound + disagreement, worst_miss / scale);
 }
 
 }  // namespace monet

@@ -47,6 +47,11 @@ struct FittedLaw {
   // shape is z^T M z with z[t] = monomial[terms[t]] / y. Row-major, law.size x law.size.
   std::array<double, kMaxTerms * kMaxTerms> inverse_gram{};
   std::vector<Law> alternatives;
+  // The largest leave-one-out miss, in the values' units, at a shape missed by more than
+  // LawSearchOptions::miss_share of its value; 0 where none is. relative_bound never bounds the
+  // error below it: a law small between such a shape and the others is small there only because
+  // it ignores that shape.
+  double worst_miss = 0.0;
 
   bool validated() const { return loo_error < std::numeric_limits<double>::infinity(); }
 
@@ -55,8 +60,9 @@ struct FittedLaw {
 
   // Relative error bound of the prediction `y` (the law's value) at a shape: twice the
   // leave-one-out error, widened by the leverage as a prediction interval widens, plus the largest
-  // relative disagreement of the alternative laws. Infinite when the law is not validated, and
-  // where y is 0 or below while the law has terms (the chain then holds 0, which no law said).
+  // relative disagreement of the alternative laws, and at least worst_miss / y. Infinite when the
+  // law is not validated, and where y is 0 or below while the law has terms (the chain then holds
+  // 0, which no law said).
   double relative_bound(const double* monomials, double y) const;
 };
 

@@ -18,8 +18,9 @@ constexpr double kRidge = 1e-12;
 struct Candidate {
   std::array<int, kMaxTerms> terms{};
   int size = 0;
-  double score = kInf;  // RMS relative leave-one-out error
-  double rss = kInf;    // sum of squared relative residuals at the shapes
+  double score = kInf;      // RMS relative leave-one-out error
+  double worst_miss = 0.0;  // FittedLaw::worst_miss
+  double rss = kInf;        // sum of squared relative residuals at the shapes
   bool negative = false;
   int squares = 0;
   int degree = 0;
@@ -38,12 +39,14 @@ struct Problem {
   std::vector<double> k;     // f: scale of each monomial
   std::vector<double> w;     // n: the weight of each row
   double negligible = 0.0;   // LawSearchOptions::negligible
+  double miss_share = kInf;  // LawSearchOptions::miss_share
 };
 
 Problem make_problem(const MonomialBasis& basis, const std::vector<LawPoint>& points,
-                     double negligible) {
+                     const LawSearchOptions& options) {
   Problem pr;
-  pr.negligible = negligible;
+  pr.negligible = options.negligible;
+  pr.miss_share = options.miss_share;
   pr.n = static_cast<int>(points.size());
   pr.f = basis.size();
   const int dims = basis.dims();
@@ -121,6 +124,7 @@ void fit(const Problem& pr, Candidate& c, double* l_out, double* beta_out) {
   double sum = 0.0;
   int checked = 0;
   c.rss = 0.0;
+  c.worst_miss = 0.0;
   for (int i = 0; i < pr.n; ++i) {
     double z[kMaxTerms];
     double fitted = 0.0;
@@ -137,6 +141,8 @@ void fit(const Problem& pr, Candidate& c, double* l_out, double* beta_out) {
     if (1.0 - h < 1e-6) continue;
     const double loo = (pr.t[i] - fitted) / (1.0 - h);
     sum += loo * loo;
+    if (std::abs(loo) > pr.miss_share)
+      c.worst_miss = std::max(c.worst_miss, std::abs(loo) * pr.w[i]);
     ++checked;
   }
   if (checked == 0) return;
@@ -166,6 +172,7 @@ FittedLaw to_law(const Problem& pr, Candidate c) {
     }
   }
   out.loo_error = c.score;
+  out.worst_miss = c.worst_miss;
   return out;
 }
 
@@ -224,7 +231,7 @@ FittedLaw LawSearch::search(const std::vector<LawPoint>& points,
   for (int m = 0; m < basis.size(); ++m) {
     if (basis.total_degree(m) > basis.total_degree(prior) && basis.squares(m) == 0) prior = m;
   }
-  const Problem pr = make_problem(basis, points, options.negligible);
+  const Problem pr = make_problem(basis, points, options);
   Candidate fallback;
   fallback.size = 1;
   fallback.terms[0] = prior;

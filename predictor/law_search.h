@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "predictor/law.h"
@@ -52,6 +53,11 @@ struct LawSearchOptions {
   // miss by 20% to 35% (docs/predictor.md). Validated by leave-one-out only where a shape is
   // left to check.
   bool nonnegative_sum = false;
+  // A shape that the law, refitted without it, misses by more than this share of its value is one
+  // the law does not describe (a workspace a library takes at one shape alone): what it missed it
+  // by, in the values' units, is a floor of the law's error bound at every shape
+  // (FittedLaw::worst_miss). Infinite: none is.
+  double miss_share = std::numeric_limits<double>::infinity();
 };
 
 class LawSearch {

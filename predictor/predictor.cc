@@ -138,6 +138,10 @@ Predictor::Predictor(std::vector<StageLayout> stages, PredictorOptions options)
   bytes_search_.max_terms = options_.max_terms;
   bytes_search_.noise_floor = options_.bytes_noise_floor;
   bytes_search_.negligible = options_.bytes_slack;
+  // A byte law that misses a shape left out by more than half its value does not describe that
+  // shape: the bytes it missed by bound its error everywhere (a plan made on bytes too low runs out
+  // of memory). Times only rank plans, and their misses are the machine's noise as often.
+  bytes_search_.miss_share = 0.5;
   time_search_.max_terms = options_.max_terms;
   time_search_.noise_floor = options_.time_noise_floor;
   models_.resize(layout_.size());
