@@ -236,8 +236,7 @@ class RuntimeImpl {
     if (!model_->is_training() || !c10::GradMode::is_enabled()) return plain_forward(input);
     const Shape shape = varying_shape(input);
     follow_what_is_measured(input);
-    const PlanResult* plan = cache_.find(ShapeKey(shape));
-    if (plan == nullptr) plan = exact_cache_.find(ShapeKey(shape, 62));
+    const PlanResult* plan = cached_plan(ShapeKey(shape), ShapeKey(shape, 62)).first;
     if (plan == nullptr) {
       log(LogLevel::kInfo, "no plan yet for shape {}: forward keeps every stage (step() plans)",
           join_dims(shape));
@@ -659,6 +658,17 @@ class RuntimeImpl {
     return peak_with(plan, held(pool)) > plan.budget_bytes;
   }
 
+  // The plan cached for a shape of bucket `key` and exact key `exact`, and the cache that holds
+  // it: the bucket's, else the shape's own. Where bytes are kept free for the shape beyond its
+  // plans (feedback), only its own: a plan its bucket's other shapes made and share does not keep
+  // them free.
+  std::pair<const PlanResult*, PlanCache*> cached_plan(const ShapeKey& key, const ShapeKey& exact) {
+    if (unmodelled_for(exact) == 0) {
+      if (const PlanResult* hit = cache_.find(key)) return {hit, &cache_};
+    }
+    return {exact_cache_.find(exact), &exact_cache_};
+  }
+
   // Every stage kept in its default variant.
   Plan keep_all() const {
     Plan p;
@@ -682,18 +692,11 @@ class RuntimeImpl {
     const std::int64_t unmodelled = unmodelled_for(exact);
     std::int64_t budget = margins_.plan_budget(key) - unmodelled;
     last_.budget_bytes = budget;
-    // Such a shape plans for itself alone: a plan its bucket's other shapes made (and share) does
-    // not keep those bytes free.
+    // Such a shape plans for itself alone (cached_plan).
     const bool own_plan = unmodelled > 0;
     if (!remeasure) {
-      const PlanResult* hit = own_plan ? nullptr : cache_.find(key);
-      PlanCache* hit_cache = &cache_;
-      const ShapeKey* hit_key = &key;
-      if (hit == nullptr) {
-        hit = exact_cache_.find(exact);
-        hit_cache = &exact_cache_;
-        hit_key = &exact;
-      }
+      auto [hit, hit_cache] = cached_plan(key, exact);
+      const ShapeKey* hit_key = hit_cache == &cache_ ? &key : &exact;
       if (hit != nullptr && outgrown(*hit, pool)) {
         // What stays between steps grew since the plan was made (an optimizer makes its state
         // at its first step): planned again from the same chain, not measured again.
