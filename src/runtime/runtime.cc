@@ -95,6 +95,65 @@ struct MeasuredOn {
   }
 };
 
+// The first `prefix` stages of a chain as one, for stages no gradient flows through (the input
+// needs none and none of them trains): autograd keeps nothing of theirs, so each output lives
+// only until the next stage has run, and their backward is nothing. The memory model keeps every
+// kept stage's output and recomputes a checkpointed segment, which for them holds what a step
+// never does. As one stage, default variants (lean ones keep less only of what is kept), it holds
+// the last one's output and peaks where the largest of them does; the first stage after them
+// makes no gradient of its input, which the model adds to its backward, so that much of its
+// measured backward peak is taken off (never below 0: the model stays at or above it).
+Chain merge_no_grad_prefix(const Chain& chain, int prefix) {
+  Chain out;
+  out.fixed_bytes = chain.fixed_bytes;
+  VariantCosts merged;
+  std::int64_t before = 0;  // the output of the stage before, live during each forward
+  std::int64_t peak = 0;
+  for (int j = 0; j < prefix; ++j) {
+    const VariantCosts& v = chain.stages[j].variants[0];
+    peak = std::max(peak, before + v.out_bytes + v.saved_bytes + v.fwd_peak);
+    merged.saved_bytes += v.saved_bytes;
+    merged.fwd_time += v.fwd_time;
+    before = v.out_bytes;
+  }
+  merged.out_bytes = before;
+  merged.fwd_peak = std::max<std::int64_t>(0, peak - merged.out_bytes - merged.saved_bytes);
+  Stage first;
+  first.name = chain.stages[0].name + ".." + chain.stages[prefix - 1].name;
+  first.variants = {merged};
+  for (int j = 0; j < prefix; ++j) first.grad_bytes += chain.stages[j].grad_bytes;
+  out.stages.push_back(std::move(first));
+  out.stages.insert(out.stages.end(), chain.stages.begin() + prefix, chain.stages.end());
+  for (VariantCosts& v : out.stages[1].variants) {
+    v.bwd_peak = std::max<std::int64_t>(0, v.bwd_peak - merged.out_bytes);
+  }
+  return out;
+}
+
+// A plan of the merged chain for every stage: the merged stage's checkpoint for each of the
+// prefix's stages (one segment where checkpointed), in their default variants.
+Plan expand_no_grad_prefix(const Plan& merged, int prefix) {
+  Plan out;
+  for (int j = 0; j < prefix; ++j) {
+    StagePlan s;
+    s.checkpoint = merged.stages[0].checkpoint;
+    s.segment_start = j == 0 && merged.stages[0].segment_start;
+    out.stages.push_back(s);
+  }
+  out.stages.insert(out.stages.end(), merged.stages.begin() + 1, merged.stages.end());
+  return out;
+}
+
+// The plan of every stage for the merged chain: the prefix's first stage stands for it.
+Plan collapse_no_grad_prefix(const Plan& plan, int prefix) {
+  Plan out;
+  StagePlan first = plan.stages[0];
+  first.variant = 0;
+  out.stages.push_back(first);
+  out.stages.insert(out.stages.end(), plan.stages.begin() + prefix, plan.stages.end());
+  return out;
+}
+
 }  // namespace
 
 class RuntimeImpl {
@@ -177,13 +236,21 @@ class RuntimeImpl {
       try {
         const PlanResult plan = plan_for(input, plan_shape, pool, &measuring);
         planned_for = plan.budget_bytes;
-        const std::optional<Chain> chain = predicted_chain(shape, plan.plan, pool);
-        const Simulation walk = chain ? simulate(*chain, plan.plan) : Simulation{};
+        const int prefix = no_grad_prefix(input);
+        std::optional<Chain> chain = predicted_chain(shape, plan.plan, pool);
+        Plan walked = plan.plan;
+        Plan all_kept = keep_all();
+        if (chain && prefix > 0) {
+          *chain = merge_no_grad_prefix(*chain, prefix);
+          walked = collapse_no_grad_prefix(walked, prefix);
+          all_kept = collapse_no_grad_prefix(all_kept, prefix);
+        }
+        const Simulation walk = chain ? simulate(*chain, walked) : Simulation{};
         last_.predicted_peak_bytes = walk.peak_bytes;
         if (chain && shape != plan_shape) {
           // Under plan_once the plan was made for another shape: priced on this one's chain.
           last_.planned_seconds = walk.time;
-          last_.unconstrained_seconds = simulate(*chain, keep_all()).time;
+          last_.unconstrained_seconds = simulate(*chain, all_kept).time;
         }
         const Held before = held(pool);
         const Mark mark = pool.mark();
@@ -652,6 +719,16 @@ class RuntimeImpl {
     return chain;
   }
 
+  // How many stages, from the first, no gradient flows through in a step on `input`: none when
+  // the input needs one, else those before the first that trains (the loss stage never counted).
+  int no_grad_prefix(const at::Tensor& input) const {
+    if (input.requires_grad()) return 0;
+    int prefix = 0;
+    const int last = static_cast<int>(stages_.size()) - 1;
+    while (prefix < last && !stages_[prefix].trains()) ++prefix;
+    return prefix;
+  }
+
   // A cached plan no longer fits: the bytes that stay between steps grew since it was made, by
   // more than the room it left under its budget.
   bool outgrown(const PlanResult& plan, CachingAllocator& pool) const {
@@ -735,6 +812,8 @@ class RuntimeImpl {
     // Lean modes do the default's work and more: one timed faster is noise, not a free choice.
     no_variant_faster_than_the_first(&chain);
     set_held(&chain, pool);
+    const int prefix = no_grad_prefix(input);
+    if (prefix > 0) chain = merge_no_grad_prefix(chain, prefix);
     if (log_level() >= LogLevel::kDebug) {
       log(LogLevel::kDebug, "chain of shape {}: {}", join_dims(shape), chain_to_json(chain));
     }
@@ -780,6 +859,7 @@ class RuntimeImpl {
         throw infeasible(shape, key, plan);
       }
     }
+    if (prefix > 0) plan.plan = expand_no_grad_prefix(plan.plan, prefix);
     report_plan(plan);
     return cache->insert(*cache_key, std::move(plan));
   }
