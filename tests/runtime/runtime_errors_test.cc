@@ -126,8 +126,7 @@ TEST(RuntimeErrors, ABatchThatRunsOutOfMemoryRunsAgainWithTheSameResult) {
   const auto [retries, all_retries] = step_out_of_memory_once(c.model, *c.w, c.b);
   EXPECT_EQ(retries, 1);
   EXPECT_EQ(all_retries, 1);
-  std::vector<torch::Tensor> got;
-  for (const auto& p : c.model->parameters()) got.push_back(p.grad().clone());
+  std::vector<torch::Tensor> got = testing::gradients_of(c.model);
   EXPECT_LE(worst_relative_difference(got, c.expected), 1e-6);
 }
 
@@ -736,8 +735,7 @@ TEST(RuntimeErrors, ALossThatThrowsReachesTheCallerAndTheNextStepIsExact) {
   model->zero_grad();
   torch::manual_seed(7);
   rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
-  std::vector<torch::Tensor> got;
-  for (const auto& p : model->parameters()) got.push_back(p.grad().clone());
+  std::vector<torch::Tensor> got = testing::gradients_of(model);
   EXPECT_LT(testing::worst_relative_difference(got, expected), 1e-6);
   pools::cpu().set_budget_bytes(0);
 }

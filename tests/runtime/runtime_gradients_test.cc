@@ -101,8 +101,7 @@ TEST_P(GradientsTest, EqualWithAndWithoutMonet) {
     model->zero_grad();
     torch::manual_seed(seed);
     rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
-    std::vector<torch::Tensor> got;
-    for (const auto& p : model->parameters()) got.push_back(p.grad().clone());
+    std::vector<torch::Tensor> got = testing::gradients_of(model);
     const double diff = worst_relative_difference(got, expected);
     const std::string where =
         fmt::format("{} {} batch {} shape {} plan {}", c.model, strategy_name(c.strategy), i,
@@ -403,8 +402,7 @@ void expect_mixed_precision_follows_autocast(const torch::Device& device) {
           EXPECT_LE(testing::whole_relative_difference(got, expected), 0.05) << where;
         }
       };
-      std::vector<torch::Tensor> got;
-      for (const auto& p : model->parameters()) got.push_back(p.grad().clone());
+      std::vector<torch::Tensor> got = testing::gradients_of(model);
       expect_close(got, expected, where);
       checkpointed += r.checkpointed_stages;
       lean += r.variant_stages;
@@ -419,8 +417,7 @@ void expect_mixed_precision_follows_autocast(const torch::Device& device) {
         value = loss(rt.forward(b.input));
       }
       value.backward();
-      std::vector<torch::Tensor> outside;
-      for (const auto& p : model->parameters()) outside.push_back(p.grad().clone());
+      std::vector<torch::Tensor> outside = testing::gradients_of(model);
       expect_close(outside, expected_outside, where + ", backward outside autocast");
     }
     // The CPU pool commits by granule. CUDA's whole segments can hold the budget's free memory in

@@ -88,12 +88,6 @@ torch::nn::Sequential copy_of(const torch::nn::Sequential& model) {
 
 torch::Tensor loss_of(const torch::Tensor& out) { return out.square().mean(); }
 
-std::vector<torch::Tensor> gradients(const torch::nn::Sequential& model) {
-  std::vector<torch::Tensor> g;
-  for (const auto& p : model->parameters()) g.push_back(p.grad().clone());
-  return g;
-}
-
 // The largest difference of any gradient element over the largest element of its parameter's
 // gradient: the sums of a recomputed stage run in the same order as the plain step's.
 double worst_difference(const std::vector<torch::Tensor>& got,
@@ -145,7 +139,7 @@ TEST(RuntimeRandomModels, StepsAreExactAndWithinTheirBudgets) {
       plain->zero_grad();
       torch::manual_seed(step_seed);
       loss_of(plain->forward(x)).backward();
-      const std::vector<torch::Tensor> expected = gradients(plain);
+      const std::vector<torch::Tensor> expected = testing::gradients_of(plain);
       const torch::Tensor after = torch::rand({4});
       const std::string where = fmt::format("{}, step {} at {}x{}", model_at, i, batch, seq);
       m.model->zero_grad();
@@ -178,7 +172,7 @@ TEST(RuntimeRandomModels, StepsAreExactAndWithinTheirBudgets) {
             << where;
       }
       pool.set_budget_bytes(0);
-      EXPECT_LE(worst_difference(gradients(m.model), expected), 1e-5)
+      EXPECT_LE(worst_difference(testing::gradients_of(m.model), expected), 1e-5)
           << where << ", plan " << rt.last_step().plan;
       EXPECT_TRUE(torch::equal(torch::rand({4}), after)) << where << ": the RNG after the step";
     }

@@ -32,12 +32,6 @@ struct ScaledImpl : torch::nn::Module {
 };
 TORCH_MODULE(Scaled);
 
-std::vector<torch::Tensor> gradients(torch::nn::Sequential& model) {
-  std::vector<torch::Tensor> g;
-  for (const auto& p : model->parameters()) g.push_back(p.grad().clone());
-  return g;
-}
-
 Options budget_of(std::int64_t bytes, Strategy strategy = Strategy::kMonet) {
   Options o;
   o.budget_bytes = bytes;
@@ -66,7 +60,9 @@ TEST(RuntimeState, ACheckpointRecomputesFromTheBuffersItsForwardRead) {
   model->zero_grad();
   rt.step(x, sum_loss);  // planned: every stage checkpointed
   ASSERT_NE(rt.last_step().plan.find('C'), std::string::npos) << rt.last_step().plan;
-  EXPECT_LE(testing::worst_relative_difference(gradients(model), gradients(plain)), 1e-6);
+  EXPECT_LE(testing::worst_relative_difference(testing::gradients_of(model),
+                                               testing::gradients_of(plain)),
+            1e-6);
   // Two steps, each one forward as far as the buffer can tell.
   EXPECT_EQ(model[1]->buffers()[0].item<float>(), 3.0f);
   pools::cpu().set_budget_bytes(0);

@@ -56,6 +56,13 @@ inline std::unique_ptr<workloads::Workload> small_resnet(int blocks_per_stage = 
   return workloads::make_resnet_workload(c);
 }
 
+// A copy of every parameter's gradient, in the model's order.
+inline std::vector<torch::Tensor> gradients_of(const torch::nn::Sequential& model) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : model->parameters()) grads.push_back(p.grad().clone());
+  return grads;
+}
+
 // The gradients of every parameter after one plain forward and backward (no monet), starting from
 // torch::manual_seed(seed). With `forward_autocast`, the forward and the loss run under that
 // autocast and the backward after it (AMP's usual loop); without, all under the caller's.
@@ -71,9 +78,7 @@ inline std::vector<torch::Tensor> plain_gradients(
     value = w.loss(model->forward(b.input), b);
   }
   value.backward();
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : model->parameters()) grads.push_back(p.grad().clone());
-  return grads;
+  return gradients_of(model);
 }
 
 // Per parameter, the norm of a - b over the norm of the reference b (the norm of a - b where b
