@@ -161,14 +161,15 @@ TEST(RuntimeErrors, ARetriedBatchAddsToTheGradientsItFoundOnce) {
   EXPECT_LE(worst_relative_difference(got, want), 1e-6);
 }
 
-// The workload's loss on `b`, but one that, while `*hogs` is above 0, holds `bytes` in each run
-// with grad and counts `*hogs` down: with `bytes` the whole budget each such run is a step out of
-// memory, as far as the runtime can tell a plan that fell short.
+// The workload's loss on `b`, but one that, while `*hogs` is above 0, holds `bytes` in each planned
+// run and counts `*hogs` down: with `bytes` the whole budget each such run is a step out of
+// memory, as far as the runtime can tell a plan that fell short. A measurement pass gives the loss
+// a leaf, which has no grad_fn: it is not held there.
 Runtime::LossFn hogging_loss(const workloads::Workload& w, const workloads::Batch& b,
                              std::int64_t bytes, int* hogs) {
   return [&w, &b, bytes, hogs](const torch::Tensor& out) {
     torch::Tensor hog;
-    if (torch::GradMode::is_enabled() && *hogs > 0) {
+    if (out.grad_fn() && *hogs > 0) {
       --*hogs;
       hog = torch::empty({bytes}, torch::kByte);
     }
@@ -187,15 +188,7 @@ TEST(RuntimeErrors, AMeasuredBatchThatRunsAgainReportsItsMeasurement) {
   o.budget_bytes = 64 << 20;
   Runtime rt(w->make_model(4), o);
   int hogs = 1;
-  rt.step(b.input, [&](const torch::Tensor& out) {
-    torch::Tensor hog;
-    // The measurement pass gives the loss a leaf: this holds the budget in the planned run alone.
-    if (out.grad_fn() && hogs > 0) {
-      --hogs;
-      hog = torch::empty({o.budget_bytes}, torch::kByte);
-    }
-    return w->loss(out, b);
-  });
+  rt.step(b.input, hogging_loss(*w, b, o.budget_bytes, &hogs));
   ASSERT_EQ(rt.last_step().retries, 1);
   EXPECT_TRUE(rt.last_step().profiled);
   EXPECT_EQ(rt.stats().profiled_steps, 1);
