@@ -98,7 +98,19 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
       const at::AutoGradMode grad(true);
       y = segment->run(leaf);
     }
-    if (y.requires_grad()) torch::autograd::backward({y}, {grad_outputs[0]});
+    if (y.requires_grad() && grad_outputs[0].defined()) {
+      // From y's graph, not y: the engine holds the edge, so the recomputed output is freed here,
+      // as the memory model frees a stage's output before its backward, unless its graph keeps it
+      // (a ReLU's), which the stage's bwd_peak then counts. Held through the segment's backward,
+      // it stood above every stage's prediction there by its size.
+      const torch::autograd::edge_list roots{torch::autograd::impl::gradient_edge(y)};
+      y = at::Tensor();
+      torch::autograd::Engine::get_default_engine().execute(
+          roots, {grad_outputs[0]}, /*keep_graph=*/false, /*create_graph=*/false,
+          /*accumulate_grad=*/true);
+    } else if (y.requires_grad()) {
+      torch::autograd::backward({y}, {grad_outputs[0]});
+    }
     y = at::Tensor();
     // After backward: BatchNorm's backward checks that the statistics it saved are unchanged.
     buffers.restore();

@@ -3,6 +3,9 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
@@ -79,6 +82,40 @@ std::int64_t requested(CachingAllocator& pool) {
 
 std::int64_t clamp0(std::int64_t v) { return std::max<std::int64_t>(0, v); }
 
+// References to a tensor's implementation and to its storage: what the graph adds to them over a
+// forward is what it keeps of the tensor (a saved variable holds the tensor itself, or a view or
+// a copy of its metadata sharing its storage).
+struct References {
+  std::size_t tensor = 0;
+  std::size_t storage = 0;
+  explicit References(const at::Tensor& t)
+      : tensor(t.use_count()), storage(t.has_storage() ? t.storage().use_count() : 0) {}
+};
+
+// Whether the graph of a stage's forward keeps its input `leaf` (references beyond `before`, but
+// for the gradient accumulator a leaf that needs a gradient gets, which holds the leaf and which a
+// step's non-leaf input does not have) and its output `y` (any reference beyond `y` itself and,
+// where `y` is a view, as a 3-D Linear's output is, the base it holds). A tensor without storage
+// counts as kept: only a stage known to free a tensor is run with another.
+StageKeeps keeps_of(const at::Tensor& leaf, const References& before, const at::Tensor& y) {
+  StageKeeps keeps;
+  if (!y.defined() || !y.requires_grad() || !leaf.has_storage() || !y.has_storage() ||
+      y.is_alias_of(leaf)) {
+    return keeps;
+  }
+  const std::size_t accumulator =
+      leaf.requires_grad() && torch::autograd::impl::try_get_grad_accumulator(leaf) ? 1 : 0;
+  const References now(leaf);
+  keeps.input = now.tensor > before.tensor + accumulator || now.storage > before.storage;
+  std::size_t own = 1;
+  if (y.is_view()) {
+    own = 2;
+    if (y._base().use_count() > 1) return keeps;
+  }
+  keeps.output = y.use_count() > 1 || y.storage().use_count() > own;
+  return keeps;
+}
+
 // What the first mode's run of a stage leaves for the stages after it and for the other modes.
 struct FirstRun {
   at::Tensor output;                // the stage's output, detached: the next stage's input
@@ -132,11 +169,12 @@ void warn_if_held(const std::string& stage, const std::string& mode, std::int64_
 // buffers start where the plain forward would), the RNG and buffers after the forward, and makes
 // the output gradient, so that no separate forward without grad is needed. Returns the costs;
 // `held` gets the bytes still in use after the backward beyond what the memory model has in use
-// there (with the graph alive: 0 for a stage that frees what it keeps after its backward).
+// there (with the graph alive: 0 for a stage that frees what it keeps after its backward), and
+// `keeps` (where not null) whether the forward's graph keeps the stage's input and output.
 VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode,
                            const at::Tensor& input, bool input_counts, at::Tensor grad_out,
                            bool needs_grad_out, CachingAllocator& pool, KernelTimings* kernel,
-                           FirstRun* first, std::int64_t* held) {
+                           FirstRun* first, std::int64_t* held, StageKeeps* keeps = nullptr) {
   const RuntimeStage& stage = stages[k];
   VariantCosts c;
   c.name = std::string(op_mode_name(mode));
@@ -153,6 +191,7 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
   const std::uint64_t calls = variant_op_calls();
   const std::uint64_t recomputing_calls = recomputing_op_calls();
   const std::int64_t version = leaf._version();
+  const References leaf_before(leaf);
   bool copied = false;
   {
     const at::AutoGradMode grad(true);
@@ -170,6 +209,8 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
     }
   }
   c.fwd_time = timer.stop();
+  const StageKeeps kept = copied ? StageKeeps{} : keeps_of(leaf, leaf_before, y);
+  if (keeps != nullptr) *keeps = kept;
   if (first != nullptr) {
     first->writes_input = copied || leaf._version() != version;
     first->aliases_input = first->writes_input || (y.defined() && y.is_alias_of(leaf));
@@ -178,45 +219,79 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
   c.out_bytes = static_cast<std::int64_t>(y.nbytes());
   c.saved_bytes = clamp0(after - before - c.out_bytes);
   c.fwd_peak = clamp0(static_cast<std::int64_t>(pool.peak_requested_since(fwd_mark)) - after);
+  // The model's output and the loss stay in use to the step's end. Any other stage's output is
+  // in use in its backward only while its graph keeps it (a ReLU's, until its node has run): the
+  // backward runs from the output's graph with the pass's own reference dropped, and where the
+  // next stage needs the output, it takes a copy of one the graph keeps.
+  const bool output_held = k + 2 >= static_cast<int>(stages.size());
+  const bool drops_output = !output_held && y.requires_grad() && !y.is_alias_of(leaf);
   if (first != nullptr) {
     first->variant_calls = variant_op_calls() - calls;
     first->recomputing_calls = recomputing_op_calls() - recomputing_calls;
     first->rng = RngState::capture();
     first->buffers = BufferSnapshot(stages, k, k);
-    first->output = y.detach();
+    first->output = drops_output && kept.output ? y.detach().clone() : y.detach();
     if (needs_grad_out && y.is_floating_point()) {
       first->grad = at::ones_like(first->output);
       grad_out = first->grad;
     }
-    // The gradient and the RNG state are in use from here on, as they are in every later
-    // mode's run before its forward.
-    after = requested(pool);
   }
 
   std::vector<at::Tensor> inputs;
   if (needs_grad) inputs.push_back(leaf);
   for (const at::Tensor& p : stage.trained_parameters()) inputs.push_back(p);
-  const Mark bwd_mark = pool.mark();
-  timer.start();
   if (y.requires_grad() && !inputs.empty()) {
+    const c10::Device device = y.device();
     std::vector<at::Tensor> grad_outputs;
     if (grad_out.defined()) grad_outputs.push_back(grad_out);
+    // The graph's edges in place of torch::autograd::grad()'s outputs and inputs, so that the
+    // pass need not hold the output.
+    torch::autograd::edge_list wanted;
+    for (const at::Tensor& t : inputs) {
+      std::shared_ptr<torch::autograd::Node> fn = t.grad_fn();
+      if (!fn) fn = torch::autograd::impl::try_get_grad_accumulator(t);
+      if (fn) {
+        wanted.emplace_back(std::move(fn), t.output_nr());
+      } else {  // not used by the stage: as grad()'s allow_unused
+        wanted.emplace_back(std::make_shared<torch::autograd::Identity>(), 0);
+      }
+    }
+    const torch::autograd::edge_list roots = {torch::autograd::impl::gradient_edge(y)};
+    if (grad_outputs.empty()) grad_outputs.push_back(at::ones_like(y));  // the loss, a scalar
+    const std::int64_t holding = requested(pool);
+    if (drops_output) y = at::Tensor();
+    // In use now, as a step has it where the model puts the stage's backward (the output
+    // gradient is the model's dx), but for the output: in use here where the pass holds it (the
+    // model's output, the loss, or the first run's output that the next stage takes, where its
+    // graph keeps it not) or the graph does (dropping the pass's reference freed nothing).
+    after = requested(pool);
+    const bool pass_holds = !drops_output || (first != nullptr && !kept.output);
+    const bool graph_holds = !pass_holds && holding - after < c.out_bytes;
+    const Mark bwd_mark = pool.mark();
+    timer.start();
     // The gradients are dropped at once: only the peak of computing them counts.
-    torch::autograd::grad({y}, inputs, grad_outputs, /*retain_graph=*/false,
-                          /*create_graph=*/false, /*allow_unused=*/true);
+    torch::autograd::Engine::get_default_engine().execute(
+        roots, grad_outputs, /*keep_graph=*/false, /*create_graph=*/false,
+        /*accumulate_grad=*/false, wanted);
     c.bwd_time = timer.stop();
     const std::int64_t peak = static_cast<std::int64_t>(pool.peak_requested_since(bwd_mark));
     // The model counts a later stage's input gradient as its predecessor's output gradient; the
-    // model input's gradient (where it needs one) is the first stage's own.
+    // model input's gradient (where it needs one) is the first stage's own. The model has freed
+    // the output before the stage's backward, and counts it here where the step holds it: where
+    // the graph keeps it (up to its node), or to the step's end.
     const std::int64_t in_bytes =
         input_counts && k > 0 ? static_cast<std::int64_t>(input.nbytes()) : 0;
-    c.bwd_peak = clamp0(peak - after - in_bytes + c.out_bytes);
-    // On CUDA the gradients are freed on autograd's device thread, a moment after grad()
+    const bool counted = output_held || graph_holds;
+    c.bwd_peak = clamp0(peak - after - in_bytes + (counted ? c.out_bytes : 0));
+    // On CUDA the gradients are freed on autograd's device thread, a moment after the engine
     // returns: read before that, they look held by the stage (and a lean mode is dropped), and
     // freed inside the next stage's forward, they hide as many of its bytes.
-    await_autograd_release(y.device());
-    *held = requested(pool) - (after - c.saved_bytes);
+    await_autograd_release(device);
+    // After the backward the saved bytes are gone, and the output with them where only the graph
+    // held it.
+    *held = requested(pool) - (after - c.saved_bytes - (graph_holds ? c.out_bytes : 0));
   } else {
+    timer.start();
     c.bwd_time = timer.stop();
   }
   return c;
@@ -254,6 +329,8 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
   // from a gradient of ones shaped like its output (bytes and times do not depend on its values).
   out.chain.stages.resize(n);
   out.aliases_input.assign(n, false);
+  out.frees_input.assign(n, false);
+  out.frees_output.assign(n, false);
   at::Tensor x = input;
   // Whether a stage's input needs a gradient in a training step: once the input or a stage before
   // has a parameter that trains. Before that (a frozen prefix of a model being fine-tuned) autograd
@@ -273,8 +350,10 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
     FirstRun first;
     std::vector<VariantCosts> costs;
     std::vector<std::int64_t> held(1);
+    StageKeeps keeps;
     costs.push_back(measure_stage(stages, k, OpMode::kDefault, x, input_counts, {}, k + 1 < n, pool,
-                                  kernel, &first, &held[0]));
+                                  kernel, &first, &held[0], &keeps));
+    bool frees_input = !keeps.input, frees_output = !keeps.output;
     std::vector<OpMode> modes = stage.modes;
     out.aliases_input[k] = first.aliases_input;
     if (k == 0) out.first_writes_input = first.writes_input;
@@ -296,7 +375,9 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
       rng_before.restore();
       try {
         costs.push_back(measure_stage(stages, k, modes[v], x, input_counts, first.grad, k + 1 < n,
-                                      pool, kernel, nullptr, &held[v]));
+                                      pool, kernel, nullptr, &held[v], &keeps));
+        frees_input = frees_input || !keeps.input;
+        frees_output = frees_output || !keeps.output;
         ++v;
       } catch (const c10::Error& e) {
         // A lean mode the stage cannot run where its default runs: an operator after an
@@ -364,6 +445,8 @@ MeasuredChain measure_chain(std::vector<RuntimeStage>& stages, const at::Tensor&
       costs = kept_costs;
     }
     measured.variants = costs;
+    out.frees_input[k] = frees_input;
+    out.frees_output[k] = frees_output;
     x = next;
   }
   out.seconds = now() - start;

@@ -9,8 +9,8 @@
 //   bwd_peak     the peak during its backward above what was in use when it began, less the
 //                input's gradient (the model counts that, as the stage before's output gradient;
 //                the first stage's input has one only where the caller asked for it, and it
-//                stays in) plus the output (the model has freed it; a stage that saves its
-//                output still holds it)
+//                stays in) plus the output where the stage's graph keeps it (the model has
+//                freed it, and a step has unless the stage saves it: ReLU, softmax)
 // A stage's input needs a gradient in the pass only where one flows in a training step: from the
 // first stage whose parameters train (or from the model's input, where it needs one) on.
 //   fwd_time, bwd_time   seconds: on CUDA the device's busy time from CUPTI's kernel, copy and
@@ -47,6 +47,13 @@ struct KernelTimings {
   std::string why;       // why the last of those could not be timed
 };
 
+// What the graph of a stage's forward keeps of the stage's input and of its output for its
+// backward (a Linear its input, a ReLU its output, a Dropout neither, only its mask).
+struct StageKeeps {
+  bool input = true;
+  bool output = true;
+};
+
 struct MeasuredChain {
   Chain chain;  // one variant per mode of each stage, in the stages' order; fixed_bytes 0
   double seconds = 0.0;
@@ -58,6 +65,14 @@ struct MeasuredChain {
   // copy of its input). The memory model counts a stage's input and output apart, so such a stage
   // is run as part of the stage before it (merge_stages) and the chain measured again.
   std::vector<bool> aliases_input;
+  // Per stage: in one of its modes measured, its graph keeps not its input (frees_input), or not
+  // its output (frees_output); StageKeeps. The memory model keeps x(i) from stage i's forward to
+  // stage i+1's backward: where neither stage i keeps it nor stage i+1 (in some of their modes),
+  // a step frees it once stage i+1's forward has run, and the model would count it all along.
+  // Such a stage i+1 is run as part of stage i (the runtime's joins), whose measurement then has
+  // the step's bytes.
+  std::vector<bool> frees_input;
+  std::vector<bool> frees_output;
   // The first stage's forward wrote its input in place: the model's input, which the runtime's
   // stages run again from.
   bool first_writes_input = false;

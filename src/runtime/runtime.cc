@@ -986,7 +986,8 @@ class RuntimeImpl {
           "inplace=false) or run it on the input before the step",
           stages_[0].name));
     }
-    if (first && join_aliasing_stages(m.aliases_input, input)) {
+    if (first && (join_aliasing_stages(m.aliases_input, input) ||
+                  join_stages_that_free_their_input(m, input))) {
       stats_.profile_seconds += m.seconds;
       return measure(input, shape, pool);
     }
@@ -1063,6 +1064,41 @@ class RuntimeImpl {
         "stage with the one after it)",
         count == 1 ? "stage" : "stages", joined, count == 1 ? "gives its" : "give their",
         count == 1 ? "its" : "their", count == 1 ? "it runs" : "each runs");
+    restage(joins, input);
+    return true;
+  }
+
+  // A stage whose graph keeps not its input, after a stage whose graph keeps not its output (in
+  // some of their modes: a ReLU or a Dropout after a Linear, a compact BatchNorm after a
+  // convolution), runs with the stage before it: a step frees the tensor between them once the
+  // later stage's forward has run, where the memory model keeps a stage's input to its backward.
+  // Joined, the tensor is inside one stage, and its measurement has what a step keeps. Joining
+  // takes away a place to start a checkpointed segment, which then keeps the earlier stage's
+  // input instead: so only where that input is no larger (not after a pooling or a narrowing
+  // Linear, whose output is the better tensor to keep). The loss is not joined (each step sets its
+  // function). Returns whether any stage was joined; the caller measures again.
+  bool join_stages_that_free_their_input(const MeasuredChain& m, const at::Tensor& input) {
+    const std::size_t loss = stages_.size() - 1;
+    std::vector<bool> joins(stages_.size(), false);
+    std::string joined;
+    int count = 0;
+    const auto out_bytes = [&](std::size_t k) { return m.chain.stages[k].variants[0].out_bytes; };
+    for (std::size_t k = 1; k < loss && k < m.frees_input.size(); ++k) {
+      if (!m.frees_input[k] || !m.frees_output[k - 1]) continue;
+      const std::int64_t before =
+          k >= 2 ? out_bytes(k - 2) : static_cast<std::int64_t>(input.nbytes());
+      if (out_bytes(k - 1) < before) continue;
+      joins[k] = true;
+      joined += fmt::format("{}{}", joined.empty() ? "" : ", ", stages_[k].name);
+      ++count;
+    }
+    if (count == 0) return false;
+    log(LogLevel::kInfo,
+        "{} {} {} not {} input, which the stage before {} not keep either: {} with the stage "
+        "before it, so that what a step frees between them is not counted as kept",
+        count == 1 ? "stage" : "stages", joined, count == 1 ? "keeps" : "keep",
+        count == 1 ? "its" : "their", count == 1 ? "does" : "each does",
+        count == 1 ? "it runs" : "each runs");
     restage(joins, input);
     return true;
   }

@@ -557,7 +557,8 @@ TEST(RuntimeErrors, EvalModeAndNoGradRunThePlainModel) {
 // A first stage that writes the model's input in place would write it again at every run of
 // the stage (the measurement's, a recomputation's): refused with what to do. Before, each of the
 // measurement pass's runs wrote the input again, and the step's gradients were not the plain
-// step's. A first stage that gives a view of the input (Flatten) runs with the stage after it.
+// step's. A first stage that gives a view of the input (Flatten) runs with the stage after it (and
+// the Tanh, which keeps not its input, nor the Linear its output, with them).
 TEST(RuntimeErrors, AFirstStageThatWritesTheInputInPlaceIsNamed) {
   install();
   const auto loss = [](const torch::Tensor& out) { return out.square().mean(); };
@@ -584,7 +585,7 @@ TEST(RuntimeErrors, AFirstStageThatWritesTheInputInPlaceIsNamed) {
   flat.step(x, loss);
   loss(plain->forward(x)).backward();
   EXPECT_EQ(flat.stage_names(),
-            (std::vector<std::string>{"0:Flatten+1:Linear", "2:Tanh", "3:loss"}));
+            (std::vector<std::string>{"0:Flatten+1:Linear+2:Tanh", "3:loss"}));
   EXPECT_TRUE(views->parameters()[0].grad().equal(plain->parameters()[0].grad()));
   pools::cpu().set_budget_bytes(0);
 }
@@ -958,7 +959,9 @@ TEST(RuntimeErrors, ALeanModeThatHoldsTensorsPastItsBackwardIsNotRun) {
     const std::string path = ::testing::TempDir() + "/monet_runtime_lean_mode_state.json";
     std::filesystem::remove(path);
     std::filesystem::remove(path + ".margins");  // what an earlier run's retries raised
-    torch::nn::Sequential model(torch::nn::Linear(64, 64), LeanMode(keeping),
+    // The Tanh runs with the Linear before it (it keeps not its input, nor the Linear its
+    // output) and keeps its output, so the lean stage runs alone.
+    torch::nn::Sequential model(torch::nn::Linear(64, 64), torch::nn::Tanh(), LeanMode(keeping),
                                 torch::nn::Linear(64, 1));
     Options o;
     o.budget_bytes = 1 << 30;
@@ -970,10 +973,10 @@ TEST(RuntimeErrors, ALeanModeThatHoldsTensorsPastItsBackwardIsNotRun) {
     const std::string said = ::testing::internal::GetCapturedStderr();
     std::ifstream in(path);
     const std::string state((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    ASSERT_THAT(state, ::testing::HasSubstr("\"name\": \"1:LeanMode\""));
+    ASSERT_THAT(state, ::testing::HasSubstr("\"name\": \"2:LeanMode\""));
     if (keeping == Keeping::kSavedData) {
       // Half of the doubled input: 32 x 32 floats.
-      EXPECT_THAT(said, ::testing::HasSubstr("stage 1:LeanMode in mode compact still holds "
+      EXPECT_THAT(said, ::testing::HasSubstr("stage 2:LeanMode in mode compact still holds "
                                              "4.00 KiB after its backward ran"));
       EXPECT_THAT(said, ::testing::HasSubstr("monet will not run the stage in that mode"));
       EXPECT_THAT(state, ::testing::Not(::testing::HasSubstr("\"compact\"")));
