@@ -270,9 +270,9 @@ VariantCosts measure_stage(std::vector<RuntimeStage>& stages, int k, OpMode mode
     const Mark bwd_mark = pool.mark();
     timer.start();
     // The gradients are dropped at once: only the peak of computing them counts.
-    torch::autograd::Engine::get_default_engine().execute(
-        roots, grad_outputs, /*keep_graph=*/false, /*create_graph=*/false,
-        /*accumulate_grad=*/false, wanted);
+    torch::autograd::Engine::get_default_engine().execute(roots, grad_outputs, /*keep_graph=*/false,
+                                                          /*create_graph=*/false,
+                                                          /*accumulate_grad=*/false, wanted);
     c.bwd_time = timer.stop();
     const std::int64_t peak = static_cast<std::int64_t>(pool.peak_requested_since(bwd_mark));
     // The model counts a later stage's input gradient as its predecessor's output gradient; the

@@ -9,8 +9,10 @@
 //   bwd_peak     the peak during its backward above what was in use when it began, less the
 //                input's gradient (the model counts that, as the stage before's output gradient;
 //                the first stage's input has one only where the caller asked for it, and it
-//                stays in) plus the output where the stage's graph keeps it (the model has
-//                freed it, and a step has unless the stage saves it: ReLU, softmax)
+//                stays in) plus the output while a step holds it there (the model has freed
+//                it): while the stage's graph keeps it (a ReLU's, up to its node), and for the
+//                model's output and the loss, to the step's end. The backward runs from the
+//                output's graph with the pass's own reference to the output dropped.
 // A stage's input needs a gradient in the pass only where one flows in a training step: from the
 // first stage whose parameters train (or from the model's input, where it needs one) on.
 //   fwd_time, bwd_time   seconds: on CUDA the device's busy time from CUPTI's kernel, copy and

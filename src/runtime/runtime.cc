@@ -1083,21 +1083,23 @@ class RuntimeImpl {
     std::string joined;
     int count = 0;
     const auto out_bytes = [&](std::size_t k) { return m.chain.stages[k].variants[0].out_bytes; };
+    // The input of the stage that stage k - 1 is now part of: where a segment would start instead.
+    std::int64_t joined_input = static_cast<std::int64_t>(input.nbytes());
     for (std::size_t k = 1; k < loss && k < m.frees_input.size(); ++k) {
-      if (!m.frees_input[k] || !m.frees_output[k - 1]) continue;
-      const std::int64_t before =
-          k >= 2 ? out_bytes(k - 2) : static_cast<std::int64_t>(input.nbytes());
-      if (out_bytes(k - 1) < before) continue;
+      if (!m.frees_input[k] || !m.frees_output[k - 1] || out_bytes(k - 1) < joined_input) {
+        joined_input = out_bytes(k - 1);
+        continue;
+      }
       joins[k] = true;
       joined += fmt::format("{}{}", joined.empty() ? "" : ", ", stages_[k].name);
       ++count;
     }
     if (count == 0) return false;
     log(LogLevel::kInfo,
-        "{} {} {} not {} input, which the stage before {} not keep either: {} with the stage "
-        "before it, so that what a step frees between them is not counted as kept",
+        "{} {} {} not {} input, nor the stage before {} its output: {} with the stage before it, "
+        "so that the tensor between them, which a step frees, is not counted as kept",
         count == 1 ? "stage" : "stages", joined, count == 1 ? "keeps" : "keep",
-        count == 1 ? "its" : "their", count == 1 ? "does" : "each does",
+        count == 1 ? "its" : "their", count == 1 ? "it" : "each",
         count == 1 ? "it runs" : "each runs");
     restage(joins, input);
     return true;

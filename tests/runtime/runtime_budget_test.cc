@@ -629,9 +629,9 @@ TEST(RuntimeBudget, StagesThatGiveBackTheirInputRunWithTheStageBefore) {
 TEST(RuntimeBudget, TheMeasurementSaysWhatAStageKeepsOfItsInputAndOutput) {
   install();
   torch::manual_seed(1);
-  torch::nn::Sequential model(torch::nn::Linear(16, 32), torch::nn::ReLU(),
-                              torch::nn::Dropout(0.5), torch::nn::Tanh(), torch::nn::Softmax(-1),
-                              torch::nn::GELU(), torch::nn::Linear(32, 4));
+  torch::nn::Sequential model(torch::nn::Linear(16, 32), torch::nn::ReLU(), torch::nn::Dropout(0.5),
+                              torch::nn::Tanh(), torch::nn::Softmax(-1), torch::nn::GELU(),
+                              torch::nn::Linear(32, 4));
   std::vector<RuntimeStage> stages = cut_stages(model, /*substitute=*/false);
   RuntimeStage loss;
   loss.name = "loss";
@@ -686,14 +686,19 @@ TEST(RuntimeBudget, AStageThatKeepsNotItsInputRunsWithOneThatKeepsNotItsOutput) 
         << r.measured_peak_bytes << ", plan " << r.plan;
   }
   EXPECT_GT(planned, 3);
-  const std::vector<std::string> expected = {"0:Linear+1:ReLU",
-                                             "2:Linear+3:Dropout+4:Tanh",
-                                             "5:Linear+6:Tanh",
-                                             "7:Linear",
-                                             "8:GELU",
-                                             "9:Linear",
+  const std::vector<std::string> expected = {"0:Linear+1:ReLU", "2:Linear+3:Dropout+4:Tanh",
+                                             "5:Linear+6:Tanh", "7:Linear",
+                                             "8:GELU",          "9:Linear",
                                              "10:loss"};
   EXPECT_EQ(rt.stage_names(), expected);
+  // After a Linear that narrows, a ReLU runs alone: a segment that starts at it keeps the narrow
+  // tensor, where one that starts at the Linear would keep the wide one.
+  torch::nn::Sequential narrowing(torch::nn::Linear(256, 64), torch::nn::ReLU(),
+                                  torch::nn::Linear(64, 8));
+  Runtime narrow(narrowing, o);
+  narrow.step(torch::randn({16, 64, 256}), loss);
+  EXPECT_EQ(narrow.stage_names(),
+            (std::vector<std::string>{"0:Linear", "1:ReLU", "2:Linear", "3:loss"}));
   pools::cpu().set_budget_bytes(0);
 }
 

@@ -584,8 +584,7 @@ TEST(RuntimeErrors, AFirstStageThatWritesTheInputInPlaceIsNamed) {
   const torch::Tensor x = torch::randn({8, 4, 16});
   flat.step(x, loss);
   loss(plain->forward(x)).backward();
-  EXPECT_EQ(flat.stage_names(),
-            (std::vector<std::string>{"0:Flatten+1:Linear+2:Tanh", "3:loss"}));
+  EXPECT_EQ(flat.stage_names(), (std::vector<std::string>{"0:Flatten+1:Linear+2:Tanh", "3:loss"}));
   EXPECT_TRUE(views->parameters()[0].grad().equal(plain->parameters()[0].grad()));
   pools::cpu().set_budget_bytes(0);
 }
