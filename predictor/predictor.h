@@ -134,7 +134,9 @@ class Predictor {
   // default forward and backward.
   double time_slack(const Chain& chain) const;
   // Why `shape` is not covered yet, empty when it is: covered means min_profiled_shapes shapes
-  // profiled and each dim within the profiled range widened by extrapolation_limit. The first
+  // profiled, each dim within the profiled range widened by extrapolation_limit, and each product
+  // of two dims or more within the profiled products' range widened by extrapolation_limit once
+  // for each dim in it. The first
   // conditions of confidence(); past them, each number's error bound says how far to trust it.
   // Throws std::invalid_argument for a bad shape (see observe).
   std::string coverage_gap(const Shape& shape) const;

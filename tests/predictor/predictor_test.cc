@@ -100,6 +100,23 @@ TEST(Predictor, FarOutsideTheProfiledRangeIsNotConfident) {
       << c.reason;
 }
 
+// Within every dim's range but far past the profiled products: batch 9 and seq 86 each lie within
+// what 12 x 23, 8 x 35 and 1 x 119 span, but batch*seq = 774 is 2.8 times the largest product
+// profiled. Before, such a shape was covered, and a runtime planned it on laws that extrapolate
+// (a random model's step peaked 11% above its plan's bound there).
+TEST(Predictor, ShapesPastTheProfiledProductsAreNotCovered) {
+  Predictor p = one_stage();
+  for (Shape s : {Shape{12, 23}, Shape{8, 35}, Shape{1, 119}}) {
+    p.observe(s, 0, 0, attention_like(s));
+  }
+  EXPECT_EQ(p.coverage_gap({9, 86}),
+            "batch*seq = 774 is outside the profiled range [119, 280] by more than a factor 1.5625");
+  EXPECT_FALSE(p.confidence({9, 86}).confident);
+  EXPECT_EQ(p.coverage_gap({10, 30}), "");  // 300: within the factor
+  EXPECT_EQ(p.coverage_gap({1, 80}), "");   // 80: within it from below (119 / 1.5625 = 76.2)
+  EXPECT_NE(p.coverage_gap({1, 60}), "");
+}
+
 TEST(Predictor, ThreeTermLawNeedsAFourthShape) {
   // const + batch*seq + batch*seq^2: three unknowns, so three shapes leave nothing to check the
   // law on. The predictor says so rather than trusting a guess, and a fourth shape settles it.
