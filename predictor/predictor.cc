@@ -483,9 +483,10 @@ std::string Predictor::coverage_gap(const Shape& shape) const {
     }
     const double x = product(shape);
     if (x < lo / factor || x > hi * factor) {
-      return fmt::format("{} = {:.0f} is outside the profiled range [{:.0f}, {:.0f}] by more than a "
-                         "factor {:g}",
-                         name, x, lo, hi, factor);
+      return fmt::format(
+          "{} = {:.0f} is outside the profiled range [{:.0f}, {:.0f}] by more than a "
+          "factor {:g}",
+          name, x, lo, hi, factor);
     }
   }
   return {};

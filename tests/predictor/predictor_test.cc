@@ -109,8 +109,9 @@ TEST(Predictor, ShapesPastTheProfiledProductsAreNotCovered) {
   for (Shape s : {Shape{12, 23}, Shape{8, 35}, Shape{1, 119}}) {
     p.observe(s, 0, 0, attention_like(s));
   }
-  EXPECT_EQ(p.coverage_gap({9, 86}),
-            "batch*seq = 774 is outside the profiled range [119, 280] by more than a factor 1.5625");
+  EXPECT_EQ(
+      p.coverage_gap({9, 86}),
+      "batch*seq = 774 is outside the profiled range [119, 280] by more than a factor 1.5625");
   EXPECT_FALSE(p.confidence({9, 86}).confident);
   EXPECT_EQ(p.coverage_gap({10, 30}), "");  // 300: within the factor
   EXPECT_EQ(p.coverage_gap({1, 80}), "");   // 80: within it from below (119 / 1.5625 = 76.2)
