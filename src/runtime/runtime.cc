@@ -177,6 +177,7 @@ class RuntimeImpl {
     RuntimeStage loss;
     loss.name = fmt::format("{}:loss", stages_.size());
     stages_.push_back(std::move(loss));
+    cut_ = stages_;
     index_parameters();
     anchor_ = at::zeros({1}).requires_grad_(true);
     const std::vector<torch::Tensor> parameters = model_->parameters();
@@ -657,6 +658,7 @@ class RuntimeImpl {
     exact_cache_.clear();
     remeasure_.clear();
     unmodelled_.clear();
+    part_joined_stages(input);
     // Under plan_once the plan is made once more, for this step's shape: the first shape's chain
     // must be measured again, and this step's input is the only one the runtime holds.
     first_shape_.reset();
@@ -1111,6 +1113,24 @@ class RuntimeImpl {
     measured_on_ = measured_on(input);
   }
 
+  // Back to the stages as cut from the model, before a measurement made afresh: what the stages
+  // keep changes with what is measured afresh (a frozen Linear keeps not its input, an unfrozen
+  // one does), and the first measurement after it joins stages again where they keep what makes
+  // a join right now. Without this an unfrozen stage stayed joined, and a segment could no longer
+  // start between its parts.
+  void part_joined_stages(const at::Tensor& input) {
+    if (stages_.size() == cut_.size()) return;
+    std::function<at::Tensor(const at::Tensor&)> loss_fn = std::move(stages_.back().fn);
+    stages_ = cut_;
+    stages_.back().fn = std::move(loss_fn);
+    index_parameters();
+    measured_on_ = measured_on(input);
+    log(LogLevel::kInfo,
+        "the joined stages are parted again ({} stages) for the measurement made afresh, which "
+        "joins them where what they keep now calls for it",
+        stages_.size() - 1);
+  }
+
   // Before the first measurement: the predictor saved by an earlier run (MONET_PREDICTOR_STATE),
   // with each stage's operator modes from its variants, so that a restarted job measures no shape
   // the saved state covers, not even its first. Throws ConfigError when the state was saved for
@@ -1176,6 +1196,7 @@ class RuntimeImpl {
           "{} (MONET_PREDICTOR_STATE) was measured on \"{}\", and this job runs on \"{}\": its "
           "shapes are measured afresh, and the file is written over after the first",
           path, loaded.measured_on(), here);
+      part_joined_stages(input);  // joined as the file's were: its stages kept what it measured
       return;
     }
     for (std::size_t i = 0; i < stages_.size(); ++i) stages_[i].modes = modes[i];
@@ -1309,6 +1330,7 @@ class RuntimeImpl {
   std::unordered_map<ShapeKey, std::int64_t, ShapeKeyHash> unmodelled_;
   std::optional<Shape> first_shape_;      // the shape every plan is for, under plan_once
   Shape first_sizes_;                     // the sizes of the first input trained (its rank is kept)
+  std::vector<RuntimeStage> cut_;         // the stages as cut from the model, before any join
   bool warm_start_tried_ = false;         // warm_start() runs once, before the first measurement
   bool clock_warned_ = false;             // said once that CUPTI could not time the stages
   CachingAllocator* budgeted_ = nullptr;  // the pool the budget was last set on (pool_for)

@@ -702,6 +702,58 @@ TEST(RuntimeBudget, AStageThatKeepsNotItsInputRunsWithOneThatKeepsNotItsOutput) 
   pools::cpu().set_budget_bytes(0);
 }
 
+// Joins follow what the stages keep now. A frozen Linear keeps not its input: freezing the second
+// of two Linears joins it, with the ReLU after it, to the first at the measurement made afresh,
+// and unfreezing it parts them again, so that a segment can again start between the two. Before,
+// joins were never parted, and the unfrozen stages stayed one. Each step's gradients are a plain
+// step's throughout.
+TEST(RuntimeBudget, StagesAreJoinedAfreshWhenTheStepIsMeasuredAfresh) {
+  install();
+  torch::manual_seed(4);
+  torch::nn::Linear second(128, 128);
+  torch::nn::Sequential model(torch::nn::Linear(64, 128), second, torch::nn::ReLU(),
+                              torch::nn::Linear(128, 8));
+  torch::nn::Sequential plain(std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model->clone()));
+  const auto loss = [](const torch::Tensor& out) { return out.square().mean(); };
+  Options o;
+  o.budget_bytes = 256 << 20;
+  Runtime rt(model, o);
+  const auto train = [&](bool frozen) {
+    for (torch::nn::Sequential m : {model, plain}) {
+      for (auto& p : m[1]->parameters()) p.requires_grad_(!frozen);
+    }
+    for (int i = 0; i < 4; ++i) {
+      const torch::Tensor x = torch::randn({32 + 32 * (i % 2), 64, 64});
+      plain->zero_grad();
+      loss(plain->forward(x)).backward();
+      model->zero_grad();
+      ASSERT_NO_THROW(rt.step(x, loss)) << "step " << i << (frozen ? ", frozen" : "");
+      const std::vector<torch::Tensor> got = model->parameters(), expected = plain->parameters();
+      for (std::size_t k = 0; k < got.size(); ++k) {
+        ASSERT_EQ(got[k].grad().defined(), expected[k].grad().defined()) << "gradient " << k;
+        if (!got[k].grad().defined()) continue;
+        EXPECT_TRUE(torch::allclose(got[k].grad(), expected[k].grad(), 1e-5, 1e-7))
+            << "gradient " << k << ", step " << i << (frozen ? ", frozen" : "");
+      }
+      if (rt.last_step().predicted_peak_bytes > 0) {
+        EXPECT_LT(testing::peak_prediction_error(rt.last_step()), 0.03)
+            << "step " << i << (frozen ? ", frozen" : "") << ", plan " << rt.last_step().plan
+            << " predicted " << rt.last_step().predicted_peak_bytes << " measured "
+            << rt.last_step().measured_peak_bytes;
+      }
+    }
+  };
+  const std::vector<std::string> apart = {"0:Linear", "1:Linear+2:ReLU", "3:Linear", "4:loss"};
+  train(false);
+  EXPECT_EQ(rt.stage_names(), apart);
+  train(true);
+  EXPECT_EQ(rt.stage_names(),
+            (std::vector<std::string>{"0:Linear+1:Linear+2:ReLU", "3:Linear", "4:loss"}));
+  train(false);
+  EXPECT_EQ(rt.stage_names(), apart);
+  pools::cpu().set_budget_bytes(0);
+}
+
 // An input that needs a gradient (adversarial training, saliency): it gets the plain step's, under
 // every strategy, and the plans count its bytes in the first stage's backward. Before, a plan that
 // checkpointed the first stage peaked 4 MiB (22%) above its prediction here.
