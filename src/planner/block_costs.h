@@ -13,8 +13,10 @@
 //   kept stage i:  o(i-1) + s(i) + o(i) + max(f(i), o(i-1) + b(i) + G(i+1))
 //   segment a..b:  o(a-1) + max( max over j of [j > a] o(j-1) + o(j) + f(j),   forward
 //                                o(b) + G(b+1) + max over j of S(j) + f(j),   recomputation
-//                                max over j of S(j) + o(j-1) + b(j) + G(j+1) ) backward
-//                  with j running over a..b and S(j) = sum over k = a..j of s(k) + o(k).
+//                                T(b), o(b) + max over j < b of T(j) )        backward
+//                  with j running over a..b, S(j) = sum over k = a..j of s(k) + o(k) and
+//                  T(j) = S(j) + o(j-1) + b(j) + G(j+1); dx(b) is held through the backward of
+//                  every stage of the segment, and T(b) has it already (in S(b)).
 // BlockCosts stores b(j) + G(j+1) as bwd_peak(j, v), and end_held(b) = o(b) + G(b+1), so that
 // each term above keeps the form it has without gradients.
 // Time is a sum over blocks: fwd_time + bwd_time per kept stage, 2 fwd_time + bwd_time per
@@ -119,21 +121,28 @@ class SegmentScan {
     sum_ += costs_->saved(j, v) + costs_->out(j);
     const std::int64_t recompute = sum_ + costs_->fwd_peak(j, v);
     if (recompute > max_recompute_) max_recompute_ = recompute;
-    const std::int64_t backward = sum_ + costs_->out(j - 1) + costs_->bwd_peak(j, v);
-    if (backward > max_backward_) max_backward_ = backward;
+    // Stage j - 1 is no longer the last: dx of the segment's end is held above its backward too.
+    if (j > first_ && last_backward_ > inner_backward_) inner_backward_ = last_backward_;
+    last_backward_ = sum_ + costs_->out(j - 1) + costs_->bwd_peak(j, v);
     time_ += 2.0 * costs_->fwd_time(j, v) + costs_->bwd_time(j, v);
   }
 
   int first() const { return first_; }
   int last() const { return last_; }
   // The block numbers of segment first()..last().
-  std::int64_t local() const { return partial_local(costs_->end_held(last_)); }
-  // local() of the stages so far, were the segment to end at a stage b with
-  // BlockCosts::end_held(b) = `end_held`. Every term only grows as the segment goes on.
-  std::int64_t partial_local(std::int64_t end_held) const {
+  std::int64_t local() const { return partial_local(last_); }
+  // local() of the stages so far, were the segment to end at stage b >= last(): every stage so far
+  // then runs its backward below dx(b) (all of them where b > last()). No segment from first() to
+  // b that extends the stages so far has a smaller local(): every term only grows as it goes on.
+  std::int64_t partial_local(int b) const {
     std::int64_t m = max_forward_;
-    if (end_held + max_recompute_ > m) m = end_held + max_recompute_;
-    if (max_backward_ > m) m = max_backward_;
+    const std::int64_t recompute = costs_->end_held(b) + max_recompute_;
+    if (recompute > m) m = recompute;
+    const std::int64_t inner =
+        b > last_ && last_backward_ > inner_backward_ ? last_backward_ : inner_backward_;
+    const std::int64_t backward = costs_->out(b) + inner;
+    if (backward > m) m = backward;
+    if (b == last_ && last_backward_ > m) m = last_backward_;
     return input_ + m;
   }
   std::int64_t retained() const { return input_; }
@@ -150,7 +159,8 @@ class SegmentScan {
   std::int64_t sum_ = 0;
   std::int64_t max_forward_ = 0;
   std::int64_t max_recompute_ = 0;
-  std::int64_t max_backward_ = 0;
+  std::int64_t inner_backward_ = 0;  // T(j) over stages first..last - 1 (0 for none)
+  std::int64_t last_backward_ = 0;   // T(last)
   double time_ = 0.0;
 };
 

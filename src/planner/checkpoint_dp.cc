@@ -145,7 +145,9 @@ bool CheckpointDp::lean_fits(int a, int b, std::int64_t limit, std::vector<int>*
       const std::int64_t held = sum + s + costs_.out(j);
       if (in + costs_.out(j) + costs_.fwd_peak(j, v) > room) continue;
       if (held + costs_.fwd_peak(j, v) + costs_.end_held(b) > room) continue;
-      if (held + costs_.out(j - 1) + costs_.bwd_peak(j, v) > room) continue;
+      // dx(b) is held through the backward of every stage before b.
+      const std::int64_t end_grad = j < b ? costs_.out(b) : 0;
+      if (held + costs_.out(j - 1) + costs_.bwd_peak(j, v) + end_grad > room) continue;
       if (pick < 0 || s < costs_.saved(j, pick)) pick = v;
     }
     if (pick < 0) return false;
@@ -292,7 +294,8 @@ bool CheckpointDp::add_segment_options(int start, int b, std::int64_t headroom) 
     // The first stage's forward holds the segment's input already counted in local().
     g.forward = std::max(g.forward, b > start ? step->forward : step->forward - input);
     g.recompute = std::max(g.recompute, g.sum + step->recompute);
-    g.backward = std::max(g.backward, g.sum + step->backward);
+    if (b > start) g.inner = std::max(g.inner, g.backward);  // stage b - 1's, now below dx(b)
+    g.backward = g.sum + step->backward;
     g.time += step->time;
     // Both tests only grow with b: no longer segment of this layer can do better.
     if (input + g.sum > headroom - least_retained || fastest + g.time + least_rest_[b] >= bound_) {
@@ -302,8 +305,8 @@ bool CheckpointDp::add_segment_options(int start, int b, std::int64_t headroom) 
     open = true;
     least_sum = std::min(least_sum, g.sum);
     least_time = std::min(least_time, g.time);
-    const std::int64_t local =
-        input + std::max(std::max(g.forward, output + g.recompute), g.backward);
+    const std::int64_t local = input + std::max(std::max(g.forward, output + g.recompute),
+                                                std::max(g.backward, costs_.out(b) + g.inner));
     options_at_.push_back(SegmentOption{local, g.time, kLayer, static_cast<int>(l)});
   }
   for (int k : lean_by_start_[start]) {

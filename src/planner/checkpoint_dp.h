@@ -149,7 +149,8 @@ class CheckpointDp {
     std::int64_t sum = 0;
     std::int64_t forward = 0;
     std::int64_t recompute = 0;
-    std::int64_t backward = 0;
+    std::int64_t backward = 0;  // T(b) of the segment's last stage so far (block_costs.h)
+    std::int64_t inner = 0;     // the largest T(j) of the stages before it
     double time = 0.0;
     bool growing = true;  // false once no longer segment of this layer can be of use
   };

@@ -30,7 +30,10 @@ class Walk {
       while (continues_segment(plan_, first)) --first;
       for (int j = first; j <= k; ++j) recompute(j);
       live_ -= out(k);  // the recomputed segment output: backward starts from dx(b) instead
-      for (int j = k; j >= first; --j) backward(j);
+      // dx(b) is the segment's own input gradient: autograd holds it until the whole segment's
+      // backward has run, not only stage b's.
+      for (int j = k; j >= first; --j) backward(j, /*frees_grad=*/j < k);
+      live_ -= out(k);
       k = first - 1;
     }
     assert(live_ == chain_.fixed_bytes + grads_);
@@ -71,12 +74,13 @@ class Walk {
   }
 
   // Entered holding dx(k) (0-based k is stage k + 1), its input x(k-1) and its saved bytes.
-  void backward(int k) {
+  // Frees dx(k) after it unless `frees_grad` is false (the last stage of a segment).
+  void backward(int k, bool frees_grad = true) {
     const VariantCosts& c = costs(k);
     live_ += out(k - 1);  // dx of the input
     high_point(SimPhase::kBackward, k, live_ + c.bwd_peak);
-    live_ -= c.saved_bytes + out(k - 1) + c.out_bytes;  // saved, the input, and dx(k)
-    live_ += chain_.stages[k].grad_bytes;               // its parameters' new gradients stay
+    live_ -= c.saved_bytes + out(k - 1) + (frees_grad ? c.out_bytes : 0);  // saved, input, dx(k)
+    live_ += chain_.stages[k].grad_bytes;  // its parameters' new gradients stay
     grads_ += chain_.stages[k].grad_bytes;
     sim_.time += c.bwd_time;
   }

@@ -24,7 +24,9 @@
 //   dx(i), and keeps g(i) (b(i) already counts it at the high point).
 //   Segment a..b, reached at i = b: recomputes stages a..b from x(a-1), each allocating x(j) and
 //   s(j) with high point plus f(j), like a kept stage's forward; frees the recomputed x(b), which
-//   backward does not need; then runs the backward of stages b..a exactly as for kept stages.
+//   backward does not need; then runs the backward of stages b..a as for kept stages, except
+//   that dx(b) stays until stage a's backward has run: autograd hands the segment's backward its
+//   gradient and holds it until that backward returns.
 // Time: fwd_time + bwd_time of every stage, plus fwd_time once more for each checkpointed stage.
 //
 // The peak is the highest of the high points above (fixed_bytes included). Sizes are exact

@@ -89,9 +89,10 @@ TEST(Simulate, SegmentDropsItsInnerOutputs) {
   std::vector<SimStep> steps;
   const Simulation sim = simulate(three_stages(), plan_of({false, true, true}), &steps);
   // Forward: 135; b 160; c 165 (+3) then x(b) is dropped: 135. Turn 140. Recompute b 205,
-  // c 223, drop the recomputed x(c): 215. Backward c 249, b 210, a 137.
+  // c 223, drop the recomputed x(c): 215. Backward c 249; b 215, with dx(c), which the segment
+  // holds until its whole backward has run (210 without); a 137, after dx(c) is freed.
   EXPECT_EQ(live_of(steps),
-            (std::vector<std::int64_t>{135, 160, 168, 140, 205, 223, 249, 210, 137}));
+            (std::vector<std::int64_t>{135, 160, 168, 140, 205, 223, 249, 215, 137}));
   EXPECT_EQ(sim.peak_bytes, 249);
   EXPECT_DOUBLE_EQ(sim.time, 11.0);
 }
