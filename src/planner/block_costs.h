@@ -30,6 +30,7 @@
 // agree for every variant a plan may pick.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -138,12 +139,10 @@ class SegmentScan {
     std::int64_t m = max_forward_;
     const std::int64_t recompute = costs_->end_held(b) + max_recompute_;
     if (recompute > m) m = recompute;
-    const std::int64_t inner =
-        b > last_ && last_backward_ > inner_backward_ ? last_backward_ : inner_backward_;
-    const std::int64_t backward = costs_->out(b) + inner;
-    if (backward > m) m = backward;
-    if (b == last_ && last_backward_ > m) m = last_backward_;
-    return input_ + m;
+    const std::int64_t backward = b == last_
+                                      ? std::max(last_backward_, costs_->out(b) + inner_backward_)
+                                      : costs_->out(b) + std::max(inner_backward_, last_backward_);
+    return input_ + std::max(m, backward);
   }
   std::int64_t retained() const { return input_; }
   double time() const { return time_; }

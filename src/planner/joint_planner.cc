@@ -358,23 +358,26 @@ class JointPlanner {
   void add_deviation_layers() {
     const int stages = costs_.stages();
     if (stages > kDeviationStages) return;
+    struct Switch {
+      int stage;
+      int variant;
+    };
+    std::vector<Switch> switches;  // every stage's useful variants other than its fastest
     for (int i = 1; i <= stages; ++i) {
       for (int v : segment_options_[i - 1]) {
-        if (v == fastest_[i - 1]) continue;
-        std::vector<int> layer = fastest_;
-        layer[i - 1] = v;
-        if (stages <= kPairDeviationStages) {
-          for (int k = i + 1; k <= stages; ++k) {
-            for (int w : segment_options_[k - 1]) {
-              if (w == fastest_[k - 1]) continue;
-              std::vector<int> pair = layer;
-              pair[k - 1] = w;
-              add_layer(std::move(pair));
-            }
-          }
-        }
-        add_layer(std::move(layer));
+        if (v != fastest_[i - 1]) switches.push_back(Switch{i, v});
       }
+    }
+    for (std::size_t a = 0; a < switches.size(); ++a) {
+      std::vector<int> layer = fastest_;
+      layer[switches[a].stage - 1] = switches[a].variant;
+      for (std::size_t b = a + 1; b < switches.size() && stages <= kPairDeviationStages; ++b) {
+        if (switches[b].stage == switches[a].stage) continue;
+        std::vector<int> pair = layer;
+        pair[switches[b].stage - 1] = switches[b].variant;
+        add_layer(std::move(pair));
+      }
+      add_layer(std::move(layer));
     }
   }
 
