@@ -26,6 +26,7 @@ namespace {
 constexpr const char* kUsage =
     R"(usage: monet-plan --chain FILE --budget B [--strategy S] [--compare] [--json]
        monet-plan --predictor STATE --shape DIMS --budget B [--fixed B] [...]
+       monet-plan (--chain FILE | --predictor STATE --shape DIMS) [--fixed B] --print-chain
 
 Plans a training chain (one input shape) under a memory budget: which stages to checkpoint and
 which operator variant each runs. Prints the plan with its simulated peak and time.
@@ -47,6 +48,9 @@ which operator variant each runs. Prints the plan with its simulated peak and ti
   --strategy S   none, all, sqrt, greedy, dp or monet (default monet)
   --compare      plan with every strategy and print them side by side
   --json         print the plan as JSON (with --compare, an array of plans)
+  --print-chain  print the chain that would be planned (the file's, or the predictor's for
+                 --shape, with --fixed) as JSON in --chain's format, and plan nothing:
+                 what the predictor expects each stage to cost at a shape, to read or edit
   -h, --help     print this message
 
 Exit status: 0 when the plan fits the budget (always, with --compare); 1 when it does not (the
@@ -62,6 +66,7 @@ struct Args {
   monet::Strategy strategy = monet::Strategy::kMonet;
   bool compare = false;
   bool json = false;
+  bool print_chain = false;
   bool help = false;
 };
 
@@ -105,6 +110,8 @@ Args parse_args(int argc, char** argv) {
       args.compare = true;
     } else if (arg == "--json" && !inline_value) {
       args.json = true;
+    } else if (arg == "--print-chain" && !inline_value) {
+      args.print_chain = true;
     } else {
       throw UsageError(fmt::format("unknown argument '{}'", argv[k]));
     }
@@ -122,6 +129,12 @@ Args parse_args(int argc, char** argv) {
   }
   if (!have_predictor && !args.shape.empty()) {
     throw UsageError("--shape DIMS goes with --predictor STATE; a chain file is one shape already");
+  }
+  if (args.print_chain) {
+    if (have_budget || args.compare || args.json) {
+      throw UsageError("--print-chain plans nothing: leave out --budget, --compare and --json");
+    }
+    return args;
   }
   if (!have_budget) throw UsageError("--budget B is required");
   return args;
@@ -252,6 +265,10 @@ monet::Chain load_chain(const Args& args) {
 
 int run(const Args& args) {
   const monet::Chain chain = load_chain(args);
+  if (args.print_chain) {
+    fmt::print("{}\n", monet::chain_to_json(chain));
+    return 0;
+  }
   const monet::PlanResult baseline = monet::Planner(monet::Strategy::kNone).try_plan(chain, 0);
   const auto budget = static_cast<std::int64_t>(
       monet::parse_budget(args.budget, static_cast<std::size_t>(baseline.peak_bytes), "--budget"));

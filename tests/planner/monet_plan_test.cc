@@ -165,6 +165,41 @@ TEST(MonetPlan, PlansAPredictorsChainAtAShape) {
   EXPECT_LE(j["peak_bytes"].get<std::int64_t>(), j["budget_bytes"].get<std::int64_t>());
 }
 
+// --print-chain prints the chain it would plan: at a profiled shape the measured one, with --fixed,
+// and a file's chain as the file has it; planned again from the printout, the same plans.
+TEST(MonetPlan, PrintsTheChainItWouldPlan) {
+  const std::string state = predictor_state();
+  const ToolRun printed =
+      run_tool("--predictor " + state + " --shape 16x64 --fixed 1MiB --print-chain");
+  ASSERT_EQ(printed.status, 0) << printed.err;
+  monet::Chain want = chain_at({16, 64});
+  want.fixed_bytes = 1 << 20;
+  EXPECT_EQ(printed.out, monet::chain_to_json(want) + "\n");
+  const std::string unmeasured = write_temp(
+      "printed_chain.json",
+      run_tool("--predictor " + state + " --shape 8x128 --fixed 1MiB --print-chain").out);
+  auto plans = [](const std::string& out) {
+    nlohmann::json j = nlohmann::json::parse(out);
+    for (auto& plan : j) plan.erase("plan_us");
+    return j;
+  };
+  const ToolRun from_state = run_tool("--predictor " + state +
+                                      " --shape 8x128 --fixed 1MiB --budget 60% --compare --json");
+  const ToolRun from_file = run_tool("--chain " + unmeasured + " --budget 60% --compare --json");
+  ASSERT_EQ(from_state.status, 0) << from_state.err;
+  ASSERT_EQ(from_file.status, 0) << from_file.err;
+  EXPECT_EQ(plans(from_state.out), plans(from_file.out));
+  const ToolRun file = run_tool("--chain " + data("bert_base_b32_s128.json") + " --print-chain");
+  ASSERT_EQ(file.status, 0) << file.err;
+  EXPECT_EQ(file.out,
+            monet::chain_to_json(monet::read_chain_file(data("bert_base_b32_s128.json"))) + "\n");
+  const ToolRun planned =
+      run_tool("--chain " + data("bert_base_b32_s128.json") + " --print-chain --budget 50%");
+  EXPECT_EQ(planned.status, 2);
+  EXPECT_TRUE(contains(planned.err, "--print-chain plans nothing: leave out --budget"))
+      << planned.err;
+}
+
 TEST(MonetPlan, SaysWhereThePredictorIsNotConfident) {
   // Far outside the profiled range (batch 4 to 32, seq 32 to 512).
   const ToolRun run =
