@@ -193,7 +193,6 @@ TEST(RuntimeBudget, AFrozenPrefixIsPlannedAsAStepKeepsIt) {
     });
     EXPECT_LT(testing::worst_relative_difference(got, expected), 1e-6) << rt.last_step().plan;
   }
-  pools::cpu().set_budget_bytes(0);
 }
 
 // Stages without parameters before the first that trains, on an input that needs no gradient
@@ -239,7 +238,6 @@ TEST(RuntimeBudget, StagesNoGradientFlowsThroughHoldOnlyTheirLastOutput) {
   }
   EXPECT_LT(worst, 0.10);
   EXPECT_EQ(rt.stats().retries, 0);
-  pool.set_budget_bytes(0);
 }
 
 // Freezing half of a model between steps, then unfreezing it (as fine-tuning schedules do): each
@@ -276,7 +274,6 @@ TEST(RuntimeBudget, FreezingAndUnfreezingBetweenStepsIsMeasuredAfresh) {
   train(40, 60);
   EXPECT_EQ(rt.stats().retries, 0);
   EXPECT_LE(pools::cpu().stats().peak_reserved_bytes, static_cast<std::size_t>(o.budget_bytes));
-  pools::cpu().set_budget_bytes(0);
 }
 
 // An evaluation step (the model in eval mode, grad mode left on, as a validation loop often
@@ -307,7 +304,6 @@ TEST(RuntimeBudget, AnEvaluationStepFitsWhereTrainingDoes) {
   pools::cpu().set_budget_bytes(static_cast<std::size_t>(o.budget_bytes));
   model->train();
   EXPECT_NO_THROW(rt.step(b.input, loss));
-  pools::cpu().set_budget_bytes(0);
 }
 
 // 40 steps of `w`'s batches (the largest at steps 0 and 20), each run by `step(i, batch)` through
@@ -483,7 +479,6 @@ TEST(RuntimeBudget, RecomputedStagesUnderAutocastAreAsPlanned) {
         << rt.last_step().measured_peak_bytes;
   }
   EXPECT_EQ(rt.stats().retries, 0);
-  pools::cpu().set_budget_bytes(0);
 }
 
 // Every stage a segment of its own: each segment keeps its input and the generators' state from
@@ -535,7 +530,6 @@ TEST(RuntimeBudget, EveryStageCheckpointedPeaksAsPredicted) {
     }
     EXPECT_EQ(planned, 6) << "autocast " << autocast;
   }
-  pools::cpu().set_budget_bytes(0);
 }
 
 // Blocks whose stages give their input back, written in place or as a view (Flatten, Identity,
@@ -699,7 +693,6 @@ TEST(RuntimeBudget, AStageThatKeepsNotItsInputRunsWithOneThatKeepsNotItsOutput) 
   narrow.step(torch::randn({16, 64, 256}), loss);
   EXPECT_EQ(narrow.stage_names(),
             (std::vector<std::string>{"0:Linear", "1:ReLU", "2:Linear", "3:loss"}));
-  pools::cpu().set_budget_bytes(0);
 }
 
 // Joins follow what the stages keep now. A frozen Linear keeps not its input: freezing the second
@@ -751,7 +744,6 @@ TEST(RuntimeBudget, StagesAreJoinedAfreshWhenTheStepIsMeasuredAfresh) {
             (std::vector<std::string>{"0:Linear+1:Linear+2:ReLU", "3:Linear", "4:loss"}));
   train(false);
   EXPECT_EQ(rt.stage_names(), apart);
-  pools::cpu().set_budget_bytes(0);
 }
 
 // A checkpointed segment holds its output's gradient through the backward of every stage in it:
@@ -784,7 +776,6 @@ TEST(RuntimeBudget, ASegmentHoldsItsOutputGradientThroughItsWholeBackward) {
         << r.measured_peak_bytes;
   }
   EXPECT_GT(planned, 1);
-  pools::cpu().set_budget_bytes(0);
 }
 
 // An input that needs a gradient (adversarial training, saliency): it gets the plain step's, under
@@ -824,7 +815,6 @@ TEST(RuntimeBudget, AnInputThatNeedsAGradientGetsItAndIsPlannedWithIt) {
               0.98 * static_cast<double>(r.measured_peak_bytes))
         << r.plan;
   }
-  pools::cpu().set_budget_bytes(0);
 }
 
 // Where a plan checkpoints stages that no gradient flows through (here `all`, which checkpoints
@@ -855,7 +845,6 @@ TEST(RuntimeBudget, AStageNoGradientFlowsThroughIsNotRecomputed) {
   // The relu after the frozen Linear once; the tanh after the trained one twice (its segment is
   // recomputed in backward).
   EXPECT_EQ(calls, 3);
-  pools::cpu().set_budget_bytes(0);
 }
 
 TEST(RuntimeBudget, GradientsMadeInBackwardArePlannedWhereTheyAppear) {
@@ -893,7 +882,6 @@ TEST(RuntimeBudget, ASharedParametersGradientIsPredicted) {
         << (none ? "none" : "zeroed");
   }
   EXPECT_EQ(rt.stats().profiled_steps, 1);
-  workloads::pool_for(torch::kCPU).set_budget_bytes(0);
 }
 
 // A stage that allocates, in a training step, memory its measurement does not show (here a
@@ -929,7 +917,6 @@ TEST(RuntimeBudget, WhatMeasurementsDoNotShowIsKeptFreeNotMeasuredAgain) {
   EXPECT_GT(r.measured_peak_bytes, 4 << 20);
   // The plan's budget left the 4 MiB free.
   EXPECT_LE(r.budget_bytes, (64 << 20) - (4 << 20));
-  workloads::pool_for(torch::kCPU).set_budget_bytes(0);
 }
 
 // The same at one batch size alone (101 rows): the bytes kept free for it hold for its steps
@@ -977,7 +964,6 @@ TEST(RuntimeBudget, WhatMeasurementsDoNotShowIsKeptFreeOverItsBucketsPlan) {
   EXPECT_EQ(other.budget_bytes, bucket.budget_bytes);
   EXPECT_EQ(rt.stats().profiled_steps, 3);
   EXPECT_EQ(rt.stats().retries, 0);
-  workloads::pool_for(torch::kCPU).set_budget_bytes(0);
 }
 
 // A plan made once, for the largest shape (Options::plan_once, monet-bench's `static`), runs at
@@ -1020,7 +1006,6 @@ TEST(RuntimeBudget, APlanMadeOnceIsPricedOnTheShapeThatRan) {
   EXPECT_GE(at_small.planned_seconds, at_small.unconstrained_seconds);
   EXPECT_GT(at_small.predicted_peak_bytes, 0);
   std::filesystem::remove(path);
-  pools::cpu().set_budget_bytes(0);
 }
 
 // Under plan_once, shapes measured afresh (here: half the parameters frozen) make the plan once
@@ -1062,7 +1047,6 @@ TEST(RuntimeBudget, APlanMadeOnceIsMadeAgainForTheShapeMeasuredAfresh) {
   EXPECT_NE(at_largest.shape, at_small.shape);
   std::filesystem::remove(path);
   std::filesystem::remove(path + ".margins");
-  pools::cpu().set_budget_bytes(0);
 }
 
 // On a CUDA device: the budget caps monet's CUDA pool, and the runtime's measurement passes time

@@ -56,7 +56,6 @@ TEST(RuntimeErrors, BudgetBelowTheLeastFeasibleNamesItBeforeAnyStepIsLost) {
     }
     EXPECT_LE(pools::cpu().stats().reserved_bytes, static_cast<std::size_t>(e.min_feasible_bytes));
   }
-  pools::cpu().set_budget_bytes(0);
 }
 
 TEST(RuntimeErrors, ABudgetBelowTheModelsWeightsIsRefusedWhenTheRuntimeIsMade) {
@@ -78,7 +77,6 @@ TEST(RuntimeErrors, ABudgetBelowTheModelsWeightsIsRefusedWhenTheRuntimeIsMade) {
   // Frozen parameters have no gradients: the same budget holds them.
   for (auto& p : model->parameters()) p.requires_grad_(false);
   EXPECT_NO_THROW(Runtime(model, o));
-  pools::cpu().set_budget_bytes(0);
 }
 
 // The retries of one step of `model` on `b` under a 64 MiB budget (the step's own and the
@@ -192,7 +190,6 @@ TEST(RuntimeErrors, AMeasuredBatchThatRunsAgainReportsItsMeasurement) {
   ASSERT_EQ(rt.last_step().retries, 1);
   EXPECT_TRUE(rt.last_step().profiled);
   EXPECT_EQ(rt.stats().profiled_steps, 1);
-  pools::cpu().set_budget_bytes(0);
 }
 
 // A batch that runs out of memory more often than Options::max_retries allows is lost with an
@@ -224,7 +221,6 @@ TEST(RuntimeErrors, ABatchOutOfRetriesSaysWhatItsLastRunKeptFree) {
     EXPECT_EQ(rt.last_step().retries, max_retries);
     EXPECT_EQ(rt.stats().retries, max_retries);
   }
-  pools::cpu().set_budget_bytes(0);
 }
 
 // A retried batch reports the plan it ran: one made after the cached plan ran out of memory.
@@ -247,7 +243,6 @@ TEST(RuntimeErrors, ARetriedBatchReportsThePlanMadeForIt) {
   EXPECT_EQ(rt.stats().plans_made, plans + 1);
   EXPECT_FALSE(rt.last_step().plan_from_cache);
   EXPECT_GT(rt.last_step().plan_us, 0.0);
-  pools::cpu().set_budget_bytes(0);
 }
 
 // A plan from the cache reports the budget it was made for, though the margin learned since from
@@ -276,7 +271,6 @@ TEST(RuntimeErrors, ACachedPlanReportsTheBudgetItWasMadeFor) {
   rt.step(a.input, loss_a);
   ASSERT_TRUE(rt.last_step().plan_from_cache);
   EXPECT_EQ(rt.last_step().budget_bytes, made_for);
-  pools::cpu().set_budget_bytes(0);
 }
 
 // Each retry of a shape raises the margin its plans leave free. Where the retries have raised it
@@ -314,7 +308,6 @@ TEST(RuntimeErrors, RetriesThatRaiseTheMarginPastEveryPlanStillRunTheBatch) {
   EXPECT_EQ(rt.last_step().retries, 0);
   EXPECT_EQ(rt.stats().plans_made, plans) << "the least plan is cached, not made at every step";
   EXPECT_LE(pools::cpu().stats().peak_reserved_bytes, static_cast<std::size_t>(o.budget_bytes));
-  pools::cpu().set_budget_bytes(0);
 }
 
 // What retries add to the margin comes down again after Options::margin_relax_steps steps in a
@@ -351,7 +344,6 @@ TEST(RuntimeErrors, MarginsRaisedByRetriesComeDownAfterStepsWithoutOne) {
   EXPECT_EQ(budgets[6], unraised);
   EXPECT_EQ(budgets[8], unraised);
   EXPECT_EQ(rt.stats().retries, 2);
-  pools::cpu().set_budget_bytes(0);
 }
 
 // What retries added to the margins is saved beside the predictor's state (its path and
@@ -396,7 +388,6 @@ TEST(RuntimeErrors, ARestartedJobKeepsTheMarginsItsRetriesRaised) {
   Runtime elsewhere(w->make_model(4), other);
   elsewhere.step(b.input, loss);
   EXPECT_GT(elsewhere.last_step().budget_bytes, unraised) << "the margin alone, of a larger budget";
-  pools::cpu().set_budget_bytes(0);
 }
 
 // MONET_PREDICTOR_STATE: a job that starts again from the state an earlier run saved measures
@@ -473,7 +464,6 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
     EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("delete the state file"));
   }
   std::filesystem::remove(path);
-  pools::cpu().set_budget_bytes(0);
 }
 
 // An optimizer makes its state at its first step, after the first plans were made: a cached plan
@@ -530,7 +520,6 @@ TEST(RuntimeErrors, AnOptimizersStateIsPlannedForOnceItAppears) {
   EXPECT_EQ(roomy_rt.stats().profiled_steps, 1);
   EXPECT_EQ(roomy_rt.stats().plans_made, 1);
   EXPECT_EQ(roomy_rt.stats().dropped_plans, 0);
-  pools::cpu().set_budget_bytes(0);
 }
 
 TEST(RuntimeErrors, EvalModeAndNoGradRunThePlainModel) {
@@ -551,7 +540,6 @@ TEST(RuntimeErrors, EvalModeAndNoGradRunThePlainModel) {
   }
   EXPECT_EQ(rt.stats().plans_made, 0);
   EXPECT_EQ(rt.stats().profiled_steps, 0);
-  pools::cpu().set_budget_bytes(0);
 }
 
 // A first stage that writes the model's input in place would write it again at every run of
@@ -586,7 +574,6 @@ TEST(RuntimeErrors, AFirstStageThatWritesTheInputInPlaceIsNamed) {
   loss(plain->forward(x)).backward();
   EXPECT_EQ(flat.stage_names(), (std::vector<std::string>{"0:Flatten+1:Linear+2:Tanh", "3:loss"}));
   EXPECT_TRUE(views->parameters()[0].grad().equal(plain->parameters()[0].grad()));
-  pools::cpu().set_budget_bytes(0);
 }
 
 // A 5-D input (video, or a 3-D scan: N, C, D, H, W) learns on its batch, depth, height and width
@@ -614,7 +601,6 @@ TEST(RuntimeErrors, AFiveDimInputTrainsAndOneOfMoreDimsNamesVaryingDims) {
   } catch (const ConfigError& e) {
     EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("set Options::varying_dims"));
   }
-  pools::cpu().set_budget_bytes(0);
 }
 
 // An input the runtime cannot learn from is refused before anything runs: one with no elements,
@@ -646,7 +632,6 @@ TEST(RuntimeErrors, AnInputOfAnotherRankOrWithNoElementsIsNamed) {
   for (const auto& p : model->parameters()) EXPECT_EQ(p.grad().abs().sum().item<float>(), 0.0f);
   EXPECT_EQ(rt.stats().steps, 1);
   EXPECT_NO_THROW(rt.step(torch::randn({12, 16}), loss));
-  pools::cpu().set_budget_bytes(0);
 }
 
 // An input whose dims Options::varying_dims does not fit is refused without becoming the first
@@ -662,7 +647,6 @@ TEST(RuntimeErrors, AnInputRefusedForItsVaryingDimsSetsNoRank) {
   EXPECT_THROW(rt.step(torch::randn({8, 4}), loss), ConfigError);
   EXPECT_NO_THROW(rt.step(torch::randn({8, 3, 4}), loss));
   EXPECT_EQ(rt.last_step().shape, "8x3x4");
-  pools::cpu().set_budget_bytes(0);
 }
 
 // A child of the Sequential that gives a tuple (a plain Sequential passes it to the next child)
@@ -693,7 +677,6 @@ TEST(RuntimeErrors, AStageThatGivesATupleIsNamed) {
       EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("one module that returns a tensor"));
     }
   }
-  pools::cpu().set_budget_bytes(0);
 }
 
 // An error of the caller's loss, or one LibTorch raises that is not out of memory, reaches the
@@ -730,7 +713,6 @@ TEST(RuntimeErrors, ALossThatThrowsReachesTheCallerAndTheNextStepIsExact) {
   rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
   std::vector<torch::Tensor> got = testing::gradients_of(model);
   EXPECT_LT(testing::worst_relative_difference(got, expected), 1e-6);
-  pools::cpu().set_budget_bytes(0);
 }
 
 TEST(RuntimeErrors, BadOptionsSayWhatToDo) {
@@ -789,7 +771,6 @@ TEST(RuntimeErrors, BadOptionsSayWhatToDo) {
   const auto b = w->batch(1, 0);
   EXPECT_THROW(rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); }),
                ConfigError);
-  pools::cpu().set_budget_bytes(0);
 }
 
 // Options::from_env() reads MONET_BUDGET, not the budget a Runtime set on the pool since.
@@ -805,7 +786,6 @@ TEST(RuntimeErrors, BudgetFromTheEnvironmentNotFromThePool) {
   ::setenv("MONET_BUDGET", "32MiB", 1);
   EXPECT_EQ(Options::from_env().budget_bytes, std::int64_t{32} << 20);
   ::unsetenv("MONET_BUDGET");
-  pools::cpu().set_budget_bytes(0);
 }
 
 // Sets `variable` to `text` and says what Options::from_env() refused it with: "taken" where it
@@ -900,7 +880,6 @@ TEST(RuntimeErrors, AStageThatHoldsTensorsPastItsBackwardIsNamed) {
   EXPECT_THAT(said, ::testing::HasSubstr("ctx->save_for_backward"));
   // Torch's own modules release what they keep: only the one stage is named.
   EXPECT_THAT(said, ::testing::Not(::testing::HasSubstr("Linear in mode")));
-  pools::cpu().set_budget_bytes(0);
 }
 
 // How the compact mode of HalvesWhatItKeeps keeps its half.
@@ -985,7 +964,6 @@ TEST(RuntimeErrors, ALeanModeThatHoldsTensorsPastItsBackwardIsNotRun) {
     }
     std::filesystem::remove(path);
   }
-  pools::cpu().set_budget_bytes(0);
 }
 
 // The CNN's basic blocks recompute their second convolution in mode recompute, and keep less
@@ -1021,7 +999,6 @@ TEST(RuntimeModes, RecomputeIsMeasuredWhereAnOpRecomputesAndNowhereElse) {
   EXPECT_EQ(blocks, 2);
   EXPECT_GT(lean, 0) << "the stem's BatchNorm and ReLU have a compact mode";
   std::filesystem::remove(path);
-  pools::cpu().set_budget_bytes(0);
 }
 
 }  // namespace

@@ -134,7 +134,6 @@ TEST_P(GradientsTest, EqualWithAndWithoutMonet) {
     EXPECT_GT(lean, 0) << "and lean variants; the plans were" << plans << " under a budget of "
                        << o.budget_bytes << " bytes, the peak being " << peak;
   }
-  pool.set_budget_bytes(0);
 }
 
 // A stage that stops the gradient (a detach, or an argmax) leaves the parameters before it without

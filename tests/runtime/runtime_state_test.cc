@@ -65,7 +65,6 @@ TEST(RuntimeState, ACheckpointRecomputesFromTheBuffersItsForwardRead) {
             1e-6);
   // Two steps, each one forward as far as the buffer can tell.
   EXPECT_EQ(model[1]->buffers()[0].item<float>(), 3.0f);
-  pools::cpu().set_budget_bytes(0);
 }
 
 TEST(RuntimeState, AModuleInTwoStagesEndsAMeasuredStepAsAPlainStepLeavesIt) {
@@ -97,7 +96,6 @@ TEST(RuntimeState, AModuleInTwoStagesEndsAMeasuredStepAsAPlainStepLeavesIt) {
     EXPECT_TRUE(torch::allclose(got[i].to(torch::kDouble), want[i].to(torch::kDouble), 0, 1e-6))
         << "buffer " << i << ": " << got[i] << " against " << want[i];
   }
-  pools::cpu().set_budget_bytes(0);
 }
 
 // A loss that raises an out-of-memory error from the backward of the model's output, once, when
@@ -138,7 +136,6 @@ TEST(RuntimeState, ABatchRunAgainAddsToTheLossesOwnLeavesOnce) {
   }
   EXPECT_TRUE(torch::allclose(weight.grad(), want, 1e-6, 1e-6))
       << weight.grad() << " against " << want;
-  pools::cpu().set_budget_bytes(0);
 }
 
 // A batch whose input needs a gradient, run again after its backward ran out of memory in a hook
@@ -172,7 +169,6 @@ TEST(RuntimeState, ABatchRunAgainAddsToTheInputsGradientOnce) {
     EXPECT_TRUE(torch::allclose(leaf.grad(), 0.5 + again.grad(), 1e-6, 1e-6))
         << made_outside << ": " << leaf.grad() << " against " << 0.5 + again.grad();
   }
-  pools::cpu().set_budget_bytes(0);
 }
 
 TEST(RuntimeState, SparseGradientsStepAndRunAgain) {
@@ -201,7 +197,6 @@ TEST(RuntimeState, SparseGradientsStepAndRunAgain) {
   const torch::Tensor got = model->parameters()[0].grad();
   ASSERT_TRUE(got.is_sparse());
   EXPECT_TRUE(torch::allclose(got.to_dense(), plain->parameters()[0].grad().to_dense()));
-  pools::cpu().set_budget_bytes(0);
 }
 
 TEST(RuntimeState, WithoutABudgetAnOutOfMemoryErrorReachesTheCallerAsItWas) {
@@ -312,7 +307,6 @@ TEST(RuntimeState, TheBudgetIsOnThePoolOfTheModelsDeviceFromTheStart) {
   EXPECT_EQ(pools::cpu().budget_bytes(), std::size_t{200} << 20);
   rt.step(torch::randn({8, 4}), sum_loss);
   EXPECT_EQ(pools::cpu().budget_bytes(), std::size_t{200} << 20);
-  pools::cpu().set_budget_bytes(0);
 }
 
 }  // namespace

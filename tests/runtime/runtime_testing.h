@@ -1,5 +1,5 @@
 // What the runtime's tests share: small workloads, a plain (monet-free) training step to compare
-// with, and gradient comparison.
+// with, and gradient comparison. Every test ends with no budget on any pool (runtime_testing.cc).
 #pragma once
 
 #include <gmock/gmock.h>
