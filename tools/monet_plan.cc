@@ -77,7 +77,7 @@ class UsageError : public std::runtime_error {
 
 Args parse_args(int argc, char** argv) {
   Args args;
-  bool have_chain = false, have_budget = false;
+  bool have_chain = false, have_budget = false, have_strategy = false;
   for (int k = 1; k < argc; ++k) {
     std::string arg = argv[k];
     std::optional<std::string> inline_value;
@@ -106,6 +106,7 @@ Args parse_args(int argc, char** argv) {
       have_budget = true;
     } else if (arg == "--strategy") {
       args.strategy = monet::parse_strategy(value(), "--strategy");
+      have_strategy = true;
     } else if (arg == "--compare" && !inline_value) {
       args.compare = true;
     } else if (arg == "--json" && !inline_value) {
@@ -131,8 +132,9 @@ Args parse_args(int argc, char** argv) {
     throw UsageError("--shape DIMS goes with --predictor STATE; a chain file is one shape already");
   }
   if (args.print_chain) {
-    if (have_budget || args.compare || args.json) {
-      throw UsageError("--print-chain plans nothing: leave out --budget, --compare and --json");
+    if (have_budget || have_strategy || args.compare || args.json) {
+      throw UsageError(
+          "--print-chain plans nothing: leave out --budget, --strategy, --compare and --json");
     }
     return args;
   }
