@@ -733,6 +733,12 @@ const FittedLaw* Predictor::law(int stage, int variant, Quantity q) const {
   return basis_ ? &models_[stage][variant].law(q) : nullptr;
 }
 
+std::vector<Shape> Predictor::measured_shapes() const {
+  std::vector<Shape> shapes;
+  for (int id = 0; table_ && id < table_->size(); ++id) shapes.push_back(table_->shape(id));
+  return shapes;
+}
+
 std::string Predictor::describe_law(int stage, int variant, Quantity q) const {
   const FittedLaw* l = law(stage, variant, q);
   return l ? l->law.describe(*basis_, options_.dim_names) : "0";

@@ -157,6 +157,8 @@ class Predictor {
   // Distinct shapes profiled (at any stage).
   int profiled_shapes() const { return table_ ? table_->size() : 0; }
   bool is_profiled(const Shape& shape) const { return table_ && table_->find(shape) >= 0; }
+  // The shapes measured so far, in the order they were first measured.
+  std::vector<Shape> measured_shapes() const;
   // The law fitted for one number, e.g. "1024*batch*seq + 16*batch*seq^2" ("0" before data).
   std::string describe_law(int stage, int variant, Quantity q) const;
   const FittedLaw* law(int stage, int variant, Quantity q) const;

@@ -27,6 +27,7 @@ constexpr const char* kUsage =
     R"(usage: monet-plan --chain FILE --budget B [--strategy S] [--compare] [--json]
        monet-plan --predictor STATE --shape DIMS --budget B [--fixed B] [...]
        monet-plan (--chain FILE | --predictor STATE --shape DIMS) [--fixed B] --print-chain
+       monet-plan --predictor STATE --laws
 
 Plans a training chain (one input shape) under a memory budget: which stages to checkpoint and
 which operator variant each runs. Prints the plan with its simulated peak and time.
@@ -51,6 +52,9 @@ which operator variant each runs. Prints the plan with its simulated peak and ti
   --print-chain  print the chain that would be planned (the file's, or the predictor's for
                  --shape, with --fixed) as JSON in --chain's format, and plan nothing:
                  what the predictor expects each stage to cost at a shape, to read or edit
+  --laws         with --predictor alone: print what the state has learned (its dims, the
+                 shapes it measured, and the law of every stage's and variant's numbers in
+                 those dims, with its leave-one-out error), and plan nothing
   -h, --help     print this message
 
 Exit status: 0 when the plan fits the budget (always, with --compare); 1 when it does not (the
@@ -67,6 +71,7 @@ struct Args {
   bool compare = false;
   bool json = false;
   bool print_chain = false;
+  bool laws = false;
   bool help = false;
 };
 
@@ -113,12 +118,27 @@ Args parse_args(int argc, char** argv) {
       args.json = true;
     } else if (arg == "--print-chain" && !inline_value) {
       args.print_chain = true;
+    } else if (arg == "--laws" && !inline_value) {
+      args.laws = true;
     } else {
       throw UsageError(fmt::format("unknown argument '{}'", argv[k]));
     }
   }
   if (args.help) return args;
   const bool have_predictor = !args.predictor_path.empty();
+  if (args.laws) {
+    if (!have_predictor || have_chain) {
+      throw UsageError(
+          "--laws prints a predictor state's laws: give --predictor STATE, no --chain");
+    }
+    if (!args.shape.empty() || args.fixed || have_budget || have_strategy || args.compare ||
+        args.json || args.print_chain) {
+      throw UsageError(
+          "--laws prints the laws of every shape and plans nothing: give --predictor STATE "
+          "alone");
+    }
+    return args;
+  }
   if (have_chain && have_predictor) {
     throw UsageError("give --chain FILE or --predictor STATE, not both");
   }
@@ -243,6 +263,53 @@ monet::Shape parse_shape(const std::string& text) {
   }
 }
 
+// What a predictor's state has learned: its dims and measured shapes, then per stage and variant
+// the law of each number, with how well it held at the measured shapes.
+void print_laws(const std::string& path) {
+  const monet::Predictor p = monet::Predictor::load(path);
+  const std::vector<std::string>& names = p.options().dim_names;
+  std::string dims;
+  for (int d = 0; d < p.num_dims(); ++d) {
+    dims += (d > 0 ? " x " : "") +
+            (d < static_cast<int>(names.size()) ? names[d] : fmt::format("d{}", d));
+  }
+  fmt::print("{}: {} stages, varying dims {}{}\n", path, p.num_stages(),
+             dims.empty() ? "none yet" : dims,
+             p.measured_on().empty() ? "" : ", measured on " + p.measured_on());
+  const std::vector<monet::Shape> shapes = p.measured_shapes();
+  std::string listed;
+  for (const monet::Shape& s : shapes) {
+    listed += (listed.empty() ? "" : ", ") + monet::format_shape(s);
+  }
+  fmt::print("{} shapes measured{}{}\n", shapes.size(), shapes.empty() ? "" : ": ", listed);
+  if (shapes.empty()) return;
+  fmt::print(
+      "error: the root-mean-square relative error of the measured shapes, each predicted by the\n"
+      "law fitted without it; unchecked: the law has as many terms as there are shapes\n");
+  for (int i = 0; i < p.num_stages(); ++i) {
+    const monet::StageLayout& stage = p.layout()[i];
+    fmt::print("\n{}\n", stage.name);
+    for (int v = 0; v < static_cast<int>(stage.variants.size()); ++v) {
+      for (const monet::Quantity q : monet::kAllQuantities) {
+        const monet::FittedLaw* law = p.law(i, v, q);
+        std::string status;
+        if (law == nullptr || law->points == 0) {
+          status = "not measured";
+        } else if (!law->validated()) {
+          status = fmt::format("unchecked ({} terms, {} shapes)", law->law.size, law->points);
+        } else if (law->loo_error < 1e-9) {  // rounding, in numbers of up to 2^53
+          status = fmt::format("exact at {} shapes", law->points);
+        } else {
+          status = fmt::format("error {:.2f}% at {} shapes", 100.0 * law->loo_error, law->points);
+        }
+        fmt::print("  {:<12} {:<12} {:<48} {}\n",
+                   q == monet::kAllQuantities[0] ? stage.variants[v] : "", monet::quantity_name(q),
+                   p.describe_law(i, v, q), status);
+      }
+    }
+  }
+}
+
 // The chain to plan: the file's, or the predictor's for the shape (with a line on stderr where
 // the predictor is not confident there), with --fixed in place of its fixed bytes.
 monet::Chain load_chain(const Args& args) {
@@ -266,6 +333,10 @@ monet::Chain load_chain(const Args& args) {
 }
 
 int run(const Args& args) {
+  if (args.laws) {
+    print_laws(args.predictor_path);
+    return 0;
+  }
   const monet::Chain chain = load_chain(args);
   if (args.print_chain) {
     fmt::print("{}\n", monet::chain_to_json(chain));

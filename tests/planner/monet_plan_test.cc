@@ -200,6 +200,43 @@ TEST(MonetPlan, PrintsTheChainItWouldPlan) {
       << planned.err;
 }
 
+// --laws prints what a state learned: its dims, its shapes, and each number's law with its check.
+TEST(MonetPlan, PrintsAStatesLaws) {
+  const std::string state = predictor_state();
+  const ToolRun run = run_tool("--predictor " + state + " --laws");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_TRUE(contains(run.out, state + ": 4 stages, varying dims batch x seq\n")) << run.out;
+  EXPECT_TRUE(contains(run.out, "3 shapes measured: [32, 512], [4, 32], [16, 64]\n")) << run.out;
+  // chain_at's laws, each exact at the three shapes.
+  for (const char* line : {"  default      out_bytes    4096*batch*seq ",
+                           "               saved_bytes  8192*batch*seq + 64*batch*seq^2 ",
+                           "               fwd_time     0.0001 + 2e-08*batch*seq ",
+                           "  compact      out_bytes    4096*batch*seq "}) {
+    const std::size_t at = run.out.find(line);
+    ASSERT_NE(at, std::string::npos) << line << "\n" << run.out;
+    const std::string rest = run.out.substr(at, run.out.find('\n', at) - at);
+    EXPECT_TRUE(contains(rest, "exact at 3 shapes")) << rest;
+  }
+  EXPECT_TRUE(contains(run.out, "\nlayer2\n  default ")) << run.out;
+
+  // A state that has measured nothing says so.
+  monet::Predictor fresh = monet::Predictor::for_chain(chain_at({8, 64}));
+  const std::string empty = ::testing::TempDir() + "/monet_plan_fresh_state.json";
+  fresh.save(empty);
+  const ToolRun none = run_tool("--predictor " + empty + " --laws");
+  ASSERT_EQ(none.status, 0) << none.err;
+  EXPECT_TRUE(contains(none.out, "4 stages, varying dims none yet\n0 shapes measured\n"))
+      << none.out;
+
+  ToolRun bad = run_tool("--chain " + data("bert_base_b32_s128.json") + " --laws");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_TRUE(contains(bad.err, "--laws prints a predictor state's laws: give --predictor STATE"))
+      << bad.err;
+  bad = run_tool("--predictor " + state + " --laws --shape 8x64");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_TRUE(contains(bad.err, "give --predictor STATE alone")) << bad.err;
+}
+
 TEST(MonetPlan, SaysWhereThePredictorIsNotConfident) {
   // Far outside the profiled range (batch 4 to 32, seq 32 to 512).
   const ToolRun run =
