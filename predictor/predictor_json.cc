@@ -339,7 +339,7 @@ Predictor Predictor::load(const std::string& path) {
   json state;
   try {
     state = json::parse(text.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number past a double's range
     malformed(path, fmt::format("not valid JSON ({})", e.what()));
   }
   return from_json(state, path);

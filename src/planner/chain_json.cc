@@ -143,7 +143,7 @@ Chain parse_chain_json(std::string_view text, std::string_view source) {
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number past a double's range
     throw ConfigError(fmt::format("{}: not valid JSON: {}", source, e.what()));
   }
   const Fields f(root, std::string(source));

@@ -106,6 +106,12 @@ TEST(ChainJson, UnknownFieldsAreErrors) {
 
 TEST(ChainJson, StructureErrors) {
   EXPECT_NE(error_of("{").find("c.json: not valid JSON"), std::string::npos);
+  // A number past a double's range is no JSON number monet can read (it was nlohmann's own
+  // out_of_range exception, naming no file).
+  EXPECT_NE(error_of(replaced(kGood, "\"fixed_bytes\": 100", "\"fixed_bytes\": 1e400"))
+                .find("c.json: not valid JSON: [json.exception.out_of_range.406] number overflow"),
+            std::string::npos)
+      << error_of(replaced(kGood, "\"fixed_bytes\": 100", "\"fixed_bytes\": 1e400"));
   EXPECT_NE(error_of("[]").find("must be a JSON object (the chain)"), std::string::npos);
   EXPECT_NE(error_of(R"({"fixed_bytes": 0, "stages": []})").find("non-empty array of stages"),
             std::string::npos);

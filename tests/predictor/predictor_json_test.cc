@@ -251,6 +251,16 @@ TEST(PredictorJson, MissingOrBrokenFileIsAConfigError) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos) << e.what();
   }
+  // A number past a double's range: nlohmann's out_of_range, not its parse_error.
+  std::ofstream(path) << R"({"format": "monet-predictor-state", "version": 1, "dims": 1e400})";
+  try {
+    Predictor::load(path);
+    ADD_FAILURE() << "no exception";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("not valid JSON ([json.exception.out_of_range.406]"),
+              std::string::npos)
+        << e.what();
+  }
   std::remove(path.c_str());
   // A folder opens as a file that reads empty: it was called "not valid JSON", to be fixed or
   // deleted.
