@@ -358,10 +358,9 @@ std::size_t CachingAllocator::decommit_free(std::size_t at_least, bool under_mar
       const std::size_t last = (begin + it->size) / granularity_;
       // The hole's last granules that hold what is still wanted, given back as runs at once.
       const std::size_t wanted = at_least - released;
-      std::size_t g = last;
-      for (std::size_t found = 0; g > first && found < wanted;) {
-        if (segment.committed.test(--g)) found += granularity_;
-      }
+      const std::size_t granules = wanted / granularity_ + (wanted % granularity_ != 0 ? 1 : 0);
+      const std::size_t g =
+          first < last ? segment.committed.start_of_last(first, last, granules) : last;
       if (g < last) released += decommit_range(segment, g, last, under_mark);
     }
   }

@@ -39,6 +39,34 @@ class GranuleMap {
     });
   }
 
+  // Where a run back from `last` that holds `n` committed granules starts: the largest g in
+  // [first, last) such that [g, last) holds n of them (g itself one), or `first` where all of
+  // [first, last) holds fewer. A word at a time: a hole's decommitted tail is passed over 64
+  // granules a step, where a test of each granule made giving back memory from a large, mostly
+  // decommitted hole take as long as the hole had granules.
+  std::size_t start_of_last(std::size_t first, std::size_t last, std::size_t n) const {
+    if (n == 0) return last;
+    std::size_t found = 0;
+    for (std::size_t end = last; end > first;) {
+      const std::size_t w = (end - 1) / kBits;
+      const std::size_t begin = std::max(first, w * kBits);
+      std::uint64_t bits = words_[w];
+      if (end % kBits != 0) bits &= ~std::uint64_t{0} >> (kBits - end % kBits);
+      bits &= ~std::uint64_t{0} << (begin % kBits);
+      const auto in_word = static_cast<std::size_t>(__builtin_popcountll(bits));
+      if (found + in_word >= n) {
+        // The (n - found)-th highest bit of `bits`.
+        for (std::size_t k = n - found; k > 1; --k) {
+          bits &= ~(std::uint64_t{1} << (kBits - 1 - __builtin_clzll(bits)));
+        }
+        return w * kBits + (kBits - 1 - static_cast<std::size_t>(__builtin_clzll(bits)));
+      }
+      found += in_word;
+      end = begin;
+    }
+    return first;
+  }
+
   // The first granule in [g, last) that is not in state `value` (committed or not), or `last`:
   // where the run of such granules from `g` ends.
   std::size_t run_end(std::size_t g, std::size_t last, bool value) const {

@@ -21,6 +21,16 @@ std::size_t run_end(const std::vector<bool>& flags, std::size_t g, std::size_t l
   return g;
 }
 
+// The granule-at-a-time walk decommit_free made before start_of_last.
+std::size_t start_of_last(const std::vector<bool>& flags, std::size_t first, std::size_t last,
+                          std::size_t n) {
+  std::size_t g = last;
+  for (std::size_t found = 0; g > first && found < n;) {
+    if (flags[--g]) ++found;
+  }
+  return g;
+}
+
 TEST(GranuleMap, StartsWithNothingCommitted) {
   GranuleMap map;
   EXPECT_EQ(map.size(), 0u);
@@ -50,12 +60,34 @@ TEST(GranuleMap, CountsAndRunsAgreeWithOneFlagAGranule) {
       ASSERT_EQ(map.count(a, b), count(flags, a, b)) << size << " [" << a << ", " << b << ")";
       ASSERT_EQ(map.run_end(a, b, true), run_end(flags, a, b, true)) << size;
       ASSERT_EQ(map.run_end(a, b, false), run_end(flags, a, b, false)) << size;
+      for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{2},
+                                  count(flags, a, b), count(flags, a, b) + 1, (b - a) / 2}) {
+        ASSERT_EQ(map.start_of_last(a, b, n), a == b ? b : start_of_last(flags, a, b, n))
+            << size << " [" << a << ", " << b << ") n " << n;
+      }
       if (a < size) {
         ASSERT_EQ(map.test(a), flags[a]);
       }
     }
     EXPECT_EQ(map.count(), count(flags, 0, size));
   }
+}
+
+TEST(GranuleMap, TheLastCommittedGranulesAreFoundAcrossWords) {
+  GranuleMap map;
+  map.assign(1000);
+  map.set(3, 5, true);      // granules 3 and 4
+  map.set(130, 131, true);  // 130
+  map.set(900, 903, true);  // 900 to 902
+  EXPECT_EQ(map.start_of_last(0, 1000, 1), 902u);
+  EXPECT_EQ(map.start_of_last(0, 1000, 3), 900u);
+  EXPECT_EQ(map.start_of_last(0, 1000, 4), 130u);
+  EXPECT_EQ(map.start_of_last(0, 1000, 5), 4u);
+  EXPECT_EQ(map.start_of_last(0, 1000, 6), 3u);
+  EXPECT_EQ(map.start_of_last(0, 1000, 7), 0u);  // fewer than asked: from the range's start
+  EXPECT_EQ(map.start_of_last(4, 901, 2), 130u);
+  EXPECT_EQ(map.start_of_last(131, 900, 1), 131u);
+  EXPECT_EQ(map.start_of_last(0, 1000, 0), 1000u);
 }
 
 TEST(GranuleMap, ARunStopsAtItsLimitInsideAWord) {
