@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what monet builds, tests and runs with, from Debian's archive. Idempotent: packages
-# already present are left as they are, and apt is not touched when nothing is missing.
+# Installs what monet builds, tests and runs with, from Debian's archive, and the packages named
+# as arguments. Idempotent: packages already present are left as they are, and apt is not touched
+# when nothing is missing.
 set -euo pipefail
 
 # libopenblas0-serial: Debian's LibTorch multiplies matrices through whichever libblas.so.3
@@ -14,6 +15,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-torchvision
 )
+packages+=("$@")  # what a script needs besides (scripts/fuzz: clang)
 
 missing=()
 for p in "${packages[@]}"; do
