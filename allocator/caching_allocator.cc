@@ -359,8 +359,7 @@ std::size_t CachingAllocator::decommit_free(std::size_t at_least, bool under_mar
       // The hole's last granules that hold what is still wanted, given back as runs at once.
       const std::size_t wanted = at_least - released;
       const std::size_t granules = wanted / granularity_ + (wanted % granularity_ != 0 ? 1 : 0);
-      const std::size_t g =
-          first < last ? segment.committed.start_of_last(first, last, granules) : last;
+      const std::size_t g = segment.committed.start_of_last(first, last, granules);
       if (g < last) released += decommit_range(segment, g, last, under_mark);
     }
   }

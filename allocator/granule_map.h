@@ -41,9 +41,9 @@ class GranuleMap {
 
   // Where a run back from `last` that holds `n` committed granules starts: the largest g in
   // [first, last) such that [g, last) holds n of them (g itself one), or `first` where all of
-  // [first, last) holds fewer. A word at a time: a hole's decommitted tail is passed over 64
-  // granules a step, where a test of each granule made giving back memory from a large, mostly
-  // decommitted hole take as long as the hole had granules.
+  // [first, last) holds fewer (an empty range, first >= last, included). A word at a time: a hole's
+  // decommitted tail is passed over 64 granules a step, where a test of each granule made giving
+  // back memory from a large, mostly decommitted hole take as long as the hole had granules.
   std::size_t start_of_last(std::size_t first, std::size_t last, std::size_t n) const {
     if (n == 0) return last;
     std::size_t found = 0;

@@ -106,10 +106,6 @@ std::vector<std::vector<int>> expected_byte_laws(const MonomialBasis& basis, int
   return laws;
 }
 
-std::string dim_name(const PredictorOptions& o, int d) {
-  return d < static_cast<int>(o.dim_names.size()) ? o.dim_names[d] : fmt::format("d{}", d);
-}
-
 }  // namespace
 
 Predictor::Predictor(std::vector<StageLayout> stages, PredictorOptions options)
@@ -166,8 +162,7 @@ Predictor::~Predictor() = default;
 void Predictor::check_shape(const Shape& shape, const char* what) const {
   const int dims = static_cast<int>(shape.size());
   if (num_dims() != 0 && dims != num_dims()) {
-    std::string names;
-    for (int d = 0; d < num_dims(); ++d) names += (d ? " x " : "") + dim_name(options_, d);
+    const std::string names = describe_dims();
     throw std::invalid_argument(fmt::format(
         "monet predictor: {} shape {} has {} dims, but the shapes seen so far have {} ({}); "
         "give every shape the same varying dims in the same order",
@@ -183,7 +178,7 @@ void Predictor::check_shape(const Shape& shape, const char* what) const {
     if (shape[d] <= 0) {
       throw std::invalid_argument(
           fmt::format("monet predictor: {} shape {} has {} = {}; every dim must be > 0", what,
-                      format_shape(shape), dim_name(options_, d), shape[d]));
+                      format_shape(shape), dim_name(d), shape[d]));
     }
   }
 }
@@ -452,7 +447,7 @@ std::string Predictor::coverage_gap(const Shape& shape) const {
     const double x = static_cast<double>(shape[d]);
     if (x < lo || x > hi) {
       return fmt::format("{} = {} is outside the profiled range [{}, {}] by more than a factor {}",
-                         dim_name(options_, d), shape[d], table_->min_dim(d), table_->max_dim(d),
+                         dim_name(d), shape[d], table_->min_dim(d), table_->max_dim(d),
                          options_.extrapolation_limit);
     }
   }
@@ -478,7 +473,7 @@ std::string Predictor::coverage_gap(const Shape& shape) const {
     std::string name;
     for (int d = 0; d < dims; ++d) {
       if ((subset & (1u << d)) == 0) continue;
-      name += (name.empty() ? "" : "*") + dim_name(options_, d);
+      name += (name.empty() ? "" : "*") + dim_name(d);
       factor *= options_.extrapolation_limit;
     }
     const double x = product(shape);
@@ -731,6 +726,17 @@ std::optional<Shape> Predictor::next_shape_to_profile(const std::vector<Shape>& 
 const FittedLaw* Predictor::law(int stage, int variant, Quantity q) const {
   check_indices(stage, variant);
   return basis_ ? &models_[stage][variant].law(q) : nullptr;
+}
+
+std::string Predictor::dim_name(int d) const {
+  return d < static_cast<int>(options_.dim_names.size()) ? options_.dim_names[d]
+                                                         : fmt::format("d{}", d);
+}
+
+std::string Predictor::describe_dims() const {
+  std::string names;
+  for (int d = 0; d < num_dims(); ++d) names += (d ? " x " : "") + dim_name(d);
+  return names;
 }
 
 std::vector<Shape> Predictor::measured_shapes() const {

@@ -154,6 +154,10 @@ class Predictor {
   const PredictorOptions& options() const { return options_; }
   // Dims of the shapes seen; 0 before the first observation.
   int num_dims() const { return basis_ ? basis_->dims() : 0; }
+  // Dim `d`'s name in PredictorOptions::dim_names, else "d0", "d1", ...; all of them joined by
+  // " x " ("batch x seq"; empty before the first shape).
+  std::string dim_name(int d) const;
+  std::string describe_dims() const;
   // Distinct shapes profiled (at any stage).
   int profiled_shapes() const { return table_ ? table_->size() : 0; }
   bool is_profiled(const Shape& shape) const { return table_ && table_->find(shape) >= 0; }

@@ -267,12 +267,7 @@ monet::Shape parse_shape(const std::string& text) {
 // the law of each number, with how well it held at the measured shapes.
 void print_laws(const std::string& path) {
   const monet::Predictor p = monet::Predictor::load(path);
-  const std::vector<std::string>& names = p.options().dim_names;
-  std::string dims;
-  for (int d = 0; d < p.num_dims(); ++d) {
-    dims += (d > 0 ? " x " : "") +
-            (d < static_cast<int>(names.size()) ? names[d] : fmt::format("d{}", d));
-  }
+  const std::string dims = p.describe_dims();
   fmt::print("{}: {} stages, varying dims {}{}\n", path, p.num_stages(),
              dims.empty() ? "none yet" : dims,
              p.measured_on().empty() ? "" : ", measured on " + p.measured_on());
