@@ -21,12 +21,10 @@
 #include <iostream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <stdexcept>
 #include <string>
 
-#include "common/numbers.h"
 #include "crash_report.h"
+#include "flag_numbers.h"
 #include "monet/allocator.h"
 #include "monet/bytes.h"
 #include "monet/errors.h"
@@ -86,25 +84,14 @@ Flags parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(arg + " needs a value");
       return argv[++i];
     };
-    // All of the text: "1e3" is not 1, nor "-1" 2^64 - 1 (common/numbers.h).
-    auto count = [&]() -> std::uint64_t {
-      const std::string text = value();
-      const std::optional<std::uint64_t> number = monet::parse_unsigned_number(text);
-      if (!number) throw std::invalid_argument(text);
-      return *number;
-    };
     try {
       if (arg == "--model") {
         f.model = value();
       } else if (arg == "--budget") {
         f.budget = value();
       } else if (arg == "--steps") {
-        const std::uint64_t steps = count();
-        if (steps > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
-          throw std::out_of_range(arg);
-        }
-        if (steps == 0) usage("--steps must be positive");
-        f.steps = static_cast<int>(steps);
+        f.steps = monet::tools::int_flag(arg, value(), 1, std::numeric_limits<int>::max(),
+                                         "--steps must be positive");
       } else if (arg == "--strategy") {
         f.strategy = value();
       } else if (arg == "--json") {
@@ -114,7 +101,7 @@ Flags parse(int argc, char** argv) {
       } else if (arg == "--trace") {
         f.trace = value();
       } else if (arg == "--seed") {
-        f.seed = count();
+        f.seed = monet::tools::seed_flag(arg, value());
       } else if (arg == "--device") {
         f.device = value();
       } else if (arg == "--autocast") {
@@ -124,8 +111,8 @@ Flags parse(int argc, char** argv) {
       } else {
         usage("unknown argument " + arg);
       }
-    } catch (const std::logic_error&) {
-      usage("bad number for " + arg);
+    } catch (const monet::tools::FlagError& e) {
+      usage(e.what());
     }
   }
   return f;
@@ -171,6 +158,8 @@ int run(const Flags& flags) {
   unsetenv("MONET_BUDGET");
   monet::install();
   const torch::Device device = monet::workloads::device_named(flags.device);
+  // Before the budget is checked, so that an unknown model is the error named.
+  const auto w = monet::workloads::make_workload(flags.model);
   // A share ("60%") is of the training device's memory: the GPU's on CUDA, the host's on the CPU.
   std::size_t budget =
       budget_text.empty()
@@ -186,7 +175,6 @@ int run(const Flags& flags) {
   }
 
   torch::set_num_threads(2);
-  const auto w = monet::workloads::make_workload(flags.model);
   const int steps = flags.steps > 0 ? flags.steps : (flags.model == "resnet" ? 60 : 150);
   const std::string largest = w->shape_of(w->largest_batch());
   // The peaks and least budgets below are those of steps under the same autocast as the runs.

@@ -972,9 +972,7 @@ TEST(RuntimeBudget, WhatMeasurementsDoNotShowIsKeptFreeOverItsBucketsPlan) {
 TEST(RuntimeBudget, APlanMadeOnceIsPricedOnTheShapeThatRan) {
   install();
   auto w = testing::small_transformer();
-  const std::string path = ::testing::TempDir() + "/monet_runtime_plan_once_state.json";
-  std::filesystem::remove(path);
-  std::filesystem::remove(path + ".margins");  // what an earlier run's retries raised
+  const std::string path = testing::fresh_state_path("monet_runtime_plan_once_state.json");
   const std::int64_t peak = workloads::unconstrained_peak(*w, 1).in_use_bytes;
   Options o;
   o.budget_bytes = peak / 2;
@@ -1014,9 +1012,7 @@ TEST(RuntimeBudget, APlanMadeOnceIsPricedOnTheShapeThatRan) {
 TEST(RuntimeBudget, APlanMadeOnceIsMadeAgainForTheShapeMeasuredAfresh) {
   install();
   auto w = testing::small_transformer();
-  const std::string path = ::testing::TempDir() + "/monet_runtime_plan_once_afresh.json";
-  std::filesystem::remove(path);
-  std::filesystem::remove(path + ".margins");
+  const std::string path = testing::fresh_state_path("monet_runtime_plan_once_afresh.json");
   auto model = w->make_model(3);
   Options o;
   o.budget_bytes = workloads::unconstrained_peak(*w, 1).in_use_bytes / 2;

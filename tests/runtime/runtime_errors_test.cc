@@ -353,9 +353,7 @@ TEST(RuntimeErrors, ARestartedJobKeepsTheMarginsItsRetriesRaised) {
   install();
   auto w = testing::small_transformer(64);
   const auto b = w->batch(5, 0);
-  const std::string path = ::testing::TempDir() + "/monet_runtime_margins_state.json";
-  std::filesystem::remove(path);
-  std::filesystem::remove(path + ".margins");
+  const std::string path = testing::fresh_state_path("monet_runtime_margins_state.json");
   Options o;
   o.budget_bytes = 64 << 20;
   o.predictor_state = path;
@@ -396,9 +394,7 @@ TEST(RuntimeErrors, ARestartedJobKeepsTheMarginsItsRetriesRaised) {
 TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
   install();
   auto w = testing::small_transformer();
-  const std::string path = ::testing::TempDir() + "/monet_runtime_predictor_state.json";
-  std::filesystem::remove(path);
-  std::filesystem::remove(path + ".margins");  // what an earlier run's retries raised
+  const std::string path = testing::fresh_state_path("monet_runtime_predictor_state.json");
   const std::int64_t peak = workloads::unconstrained_peak(*w, 1).in_use_bytes;
   Options o;
   o.budget_bytes = peak / 2;
@@ -934,9 +930,7 @@ TEST(RuntimeErrors, ALeanModeThatHoldsTensorsPastItsBackwardIsNotRun) {
   for (const Keeping keeping :
        {Keeping::kSavedData, Keeping::kSaved, Keeping::kSavedAndAWorkspaceOnce}) {
     SCOPED_TRACE(static_cast<int>(keeping));
-    const std::string path = ::testing::TempDir() + "/monet_runtime_lean_mode_state.json";
-    std::filesystem::remove(path);
-    std::filesystem::remove(path + ".margins");  // what an earlier run's retries raised
+    const std::string path = testing::fresh_state_path("monet_runtime_lean_mode_state.json");
     // The Tanh runs with the Linear before it (it keeps not its input, nor the Linear its
     // output) and keeps its output, so the lean stage runs alone.
     torch::nn::Sequential model(torch::nn::Linear(64, 64), torch::nn::Tanh(), LeanMode(keeping),
@@ -971,9 +965,7 @@ TEST(RuntimeErrors, ALeanModeThatHoldsTensorsPastItsBackwardIsNotRun) {
 // same in recompute as in compact (the stem's BatchNorm and ReLU) are not measured in it.
 TEST(RuntimeModes, RecomputeIsMeasuredWhereAnOpRecomputesAndNowhereElse) {
   install();
-  const std::string path = ::testing::TempDir() + "/monet_runtime_recompute_state.json";
-  std::filesystem::remove(path);
-  std::filesystem::remove(path + ".margins");  // what an earlier run's retries raised
+  const std::string path = testing::fresh_state_path("monet_runtime_recompute_state.json");
   auto w = testing::small_resnet(1);
   torch::nn::Sequential model = w->make_model(3);
   Options o;

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,16 @@ inline void deterministic_small_cuda() {
   setenv("CUBLASLT_WORKSPACE_SIZE", "128", /*overwrite=*/0);  // KiB
   at::globalContext().setDeterministicCuDNN(true);
   at::globalContext().setBenchmarkCuDNN(false);
+}
+
+// A predictor state path in the test's temporary folder, with no state there and none of the
+// retry margins a run saves beside it (the same path and ".margins"): what an earlier run of the
+// test left would otherwise warm-start this one.
+inline std::string fresh_state_path(const std::string& name) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".margins");
+  return path;
 }
 
 // A transformer small enough for tests, whose activations (attention) outweigh its parameters.

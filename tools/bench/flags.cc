@@ -5,13 +5,11 @@
 #include <cstdlib>
 #include <iostream>
 #include <limits>
-#include <optional>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "common/numbers.h"
+#include "flag_numbers.h"
 
 namespace monet::bench {
 namespace {
@@ -55,34 +53,6 @@ namespace {
          "                  the budgets are shares of, under autocast (bfloat16 on the CPU,\n"
          "                  float16 on CUDA)\n";
   std::exit(problem.empty() ? 0 : 2);
-}
-
-// `text` as a whole number for `flag`: all of it, so that 45.5, 10% or 1e3 is refused rather than
-// read as 45, 10 or 1.
-long long whole_number(const std::string& flag, const std::string& text) {
-  const std::optional<long long> value = monet::parse_whole_number(text);
-  if (!value) usage("bad number '" + text + "' for " + flag + "; give a whole number");
-  return *value;
-}
-
-// A whole number from `least` to `most` for `flag`; `what` says the range to a user.
-int small_number(const std::string& flag, const std::string& text, int least, int most,
-                 const std::string& what) {
-  const long long value = whole_number(flag, text);
-  if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
-    usage("bad number '" + text + "' for " + flag + "; give a whole number");
-  }
-  if (value < least || value > most) usage(what);
-  return static_cast<int>(value);
-}
-
-// A seed: every digit of `text`, no sign (std::stoull reads -1 as 2^64 - 1).
-std::uint64_t seed_number(const std::string& flag, const std::string& text) {
-  const std::optional<std::uint64_t> value = monet::parse_unsigned_number(text);
-  if (!value) {
-    usage("bad seed '" + text + "' for " + flag + "; give a whole number from 0 to 2^64 - 1");
-  }
-  return *value;
 }
 
 std::vector<std::string> split(const std::string& text) {
@@ -130,7 +100,7 @@ Flags parse(int argc, char** argv) {
       } else if (arg == "--budgets") {
         f.budgets.clear();
         for (const std::string& b : split(value())) {
-          const int percent = small_number(
+          const int percent = tools::int_flag(
               arg, b, 1, 100, "budget " + b + " is not a percentage from 1 to 100 of the peak");
           if (std::find(f.budgets.begin(), f.budgets.end(), percent) != f.budgets.end()) {
             usage("budget " + b + " is given twice in --budgets");
@@ -139,13 +109,13 @@ Flags parse(int argc, char** argv) {
         }
         if (f.budgets.empty()) usage("--budgets needs at least one percentage");
       } else if (arg == "--margin") {
-        f.margin = small_number(arg, value(), 0, 90, "--margin is a percentage from 0 to 90");
+        f.margin = tools::int_flag(arg, value(), 0, 90, "--margin is a percentage from 0 to 90");
       } else if (arg == "--steps") {
-        f.steps = small_number(arg, value(), 1, std::numeric_limits<int>::max(),
-                               "--steps must be positive");
+        f.steps = tools::int_flag(arg, value(), 1, std::numeric_limits<int>::max(),
+                                  "--steps must be positive");
       } else if (arg == "--rounds") {
-        f.rounds = small_number(arg, value(), 1, std::numeric_limits<int>::max(),
-                                "--rounds must be positive");
+        f.rounds = tools::int_flag(arg, value(), 1, std::numeric_limits<int>::max(),
+                                   "--rounds must be positive");
       } else if (arg == "--quick") {
         f.quick = true;
       } else if (arg == "--warm") {
@@ -158,7 +128,7 @@ Flags parse(int argc, char** argv) {
       } else if (arg == "--out") {
         f.out = value();
       } else if (arg == "--seed") {
-        f.seed = seed_number(arg, value());
+        f.seed = tools::seed_flag(arg, value());
       } else if (arg == "--device") {
         f.device = value();
       } else if (arg == "--autocast") {
@@ -168,8 +138,8 @@ Flags parse(int argc, char** argv) {
       } else {
         usage("unknown argument " + arg);
       }
-    } catch (const std::logic_error&) {
-      usage("bad number for " + arg);
+    } catch (const tools::FlagError& e) {
+      usage(e.what());
     }
   }
   // A cell of a few steps that measures 3 to 5 shapes is mostly its measurements.
