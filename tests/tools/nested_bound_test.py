@@ -27,9 +27,9 @@ def chain(n, out_mib=8, saved_mib=16, fwd=1.0, bwd=2.0):
     return {"fixed_bytes": 0, "stages": [{"name": f"s{i}", "variants": [dict(stage)]} for i in range(n)]}
 
 
-def overhead(c, budget_mib, nested):
+def overhead(c, budget_mib, nested, variants="first"):
     base = sum(s["variants"][0]["fwd_time"] + s["variants"][0]["bwd_time"] for s in c["stages"])
-    t = bound.solve(c, budget_mib, 1.0, nested)
+    t = bound.solve(c, budget_mib, 1.0, nested, variants)
     return t / base - 1
 
 
@@ -61,6 +61,33 @@ expect(reach_nest < reach_one, f"nested reaches {reach_nest} MiB, one level {rea
 for b, o in zip(budgets, one):
     if not math.isinf(o):
         expect(o <= 1.0 / 3 + 1e-12, f"one level at {b} MiB recomputes more than one forward: {o}")
+
+# Variants: a second one that keeps half the saved bytes for a tenth more backward time.
+lean = chain(16, saved_mib=8, bwd=2.2)
+both = chain(16)
+for stage, lean_stage in zip(both["stages"], lean["stages"]):
+    stage["variants"].append(dict(lean_stage["variants"][0], name="lean"))
+lean_only = chain(16, saved_mib=8, bwd=2.2)
+base = 16 * 3.0
+mixed_won = False
+prev = math.inf
+for b in budgets:
+    first = overhead(both, b, True)
+    mixed = overhead(both, b, True, "all")
+    free = overhead(both, b, True, "free")
+    lean_t = bound.solve(lean_only, b, 1.0, True) / base - 1
+    expect(mixed <= min(first, lean_t) + 1e-12,
+           f"at {b} MiB the variants ({mixed}) lose to one variant throughout ({first}, {lean_t})")
+    expect(free <= mixed + 1e-12, f"at {b} MiB the floor ({free}) is above the optimum ({mixed})")
+    expect(mixed <= prev + 1e-12, f"variants: {b} MiB ({mixed}) slower than less memory ({prev})")
+    prev = mixed
+    mixed_won = mixed_won or mixed < min(first, lean_t) - 1e-9
+expect(mixed_won, "at no budget does a mix of variants beat each variant alone")
+expect(abs(overhead(both, 16 * 24 + 64, True, "all")) < 1e-12,
+       "with room to keep all, the variants cost time")
+# The floor: the lean bytes at the default's times, which the two chains' own variants never are.
+expect(abs(overhead(both, 16 * 16 + 64, True, "free")) < 1e-12,
+       "the floor recomputes where the lean bytes fit at the default's times")
 
 if failures:
     print("\n".join(failures))

@@ -14,10 +14,18 @@ both forms with the same dynamic program (Rotor's, Beaumont et al. 2019) over th
 
 Checkpoint-only (each stage's first variant), memory in units of --unit MiB rounded up, each
 stage's transient peaks counted at its forward and its backward. The approximation is coarser than
-monet's memory model (src/planner/simulate.h), so compare the two columns with each other, and
-the one-level column with `monet-plan --strategy dp` as a check of the approximation.
+monet's memory model (src/planner/simulate.h), so compare the columns with each other, and the
+one-level column with `monet-plan --strategy dp` as a check of the approximation.
 
-usage: nested_checkpoint_bound.py CHAIN.json BUDGET_MIB [BUDGET_MIB ...] [--unit MIB]
+With --variants, two more columns. "nested, variants": the same program where a stage that keeps
+what it saves may keep it in any of its variants (a stage run without saving runs its first):
+the optimum over nested schedules and variants together, under every one-level plan of monet's
+joint planner, so that `monet-plan --strategy monet` at the same budget says how far that planner
+is from the best any schedule of these variants can do. "free variants": each stage given one
+variant of its least numbers, the leanest bytes at the fastest times, which no variant has: a
+floor under any plan of these variants, however they were mixed (bytes rounded down for it).
+
+usage: nested_checkpoint_bound.py CHAIN.json BUDGET_MIB [BUDGET_MIB ...] [--unit MIB] [--variants]
        nested_checkpoint_bound.py STATE.json --shape DIMS --fixed MIB BUDGET_MIB [...]
 CHAIN.json is monet-plan's chain format (docs/planner.md); its fixed_bytes count in the budget.
 STATE.json is a predictor's saved state (docs/predictor.md): the chain is what it measured at
@@ -33,20 +41,51 @@ import sys
 import numpy as np
 
 
-def solve(chain, budget_mib, unit_mib, nested):
-    variants = [s["variants"][0] for s in chain["stages"]]
-    n = len(variants)
+def free_variant(stage):
+    """Each number at its least over the stage's variants: the leanest bytes at the fastest times,
+    which no variant has. Every constraint of the program is a sum of bytes under the room and its
+    objective a sum of times, so a chain of these can only plan cheaper than any choice of the real
+    variants: its optimum is a floor under every plan of the chain."""
+    fields = ("out_bytes", "saved_bytes", "fwd_peak", "bwd_peak", "fwd_time", "bwd_time")
+    return {k: min(v[k] for v in stage["variants"]) for k in fields}
+
+
+def solve(chain, budget_mib, unit_mib, nested, variants="first"):
+    """The least time of the chain within the budget, or inf. `variants`: "first" (each stage's
+    first variant, checkpoint-only), "all" (a stage that keeps what it saves keeps it in any of
+    its variants; a stage run without saving runs its first; with `nested`, the optimum over
+    nested schedules and variants together, which no one-level plan can beat) or "free" (each
+    stage one variant of its least numbers: a floor)."""
+    if variants == "free":
+        chosen = [[free_variant(s)] for s in chain["stages"]]
+    elif variants == "all":
+        chosen = [s["variants"] for s in chain["stages"]]
+    else:
+        chosen = [s["variants"][:1] for s in chain["stages"]]
+    n = len(chosen)
 
     def units(b):
-        return int(math.ceil(b / 2**20 / unit_mib))
+        # Rounded down for the floor, so that the coarse units cannot raise it.
+        units_mib = b / 2**20 / unit_mib
+        return int(math.floor(units_mib)) if variants == "free" else int(math.ceil(units_mib))
 
-    # 1-based stage numbers; index 0 is the chain's input, held outside (fixed_bytes).
-    out = [0] + [units(v["out_bytes"]) for v in variants]
-    saved = [0] + [units(v["saved_bytes"]) for v in variants]
-    fwd_peak = [0] + [units(v["fwd_peak"]) for v in variants]
-    bwd_peak = [0] + [units(v["bwd_peak"]) for v in variants]
-    fwd = [0.0] + [v["fwd_time"] for v in variants]
-    bwd = [0.0] + [v["bwd_time"] for v in variants]
+    # 1-based stage numbers; index 0 is the chain's input, held outside (fixed_bytes). The lists
+    # are of the first variant; `modes` holds every variant's (saved, fwd_peak, bwd_peak, fwd, bwd).
+    first = [vs[0] for vs in chosen]
+    out = [0] + [units(v["out_bytes"]) for v in first]
+    saved = [0] + [units(v["saved_bytes"]) for v in first]
+    fwd_peak = [0] + [units(v["fwd_peak"]) for v in first]
+    bwd_peak = [0] + [units(v["bwd_peak"]) for v in first]
+    fwd = [0.0] + [v["fwd_time"] for v in first]
+    bwd = [0.0] + [v["bwd_time"] for v in first]
+    modes = [[]] + [
+        [
+            (units(v["saved_bytes"]), units(v["fwd_peak"]), units(v["bwd_peak"]), v["fwd_time"],
+             v["bwd_time"])
+            for v in vs
+        ]
+        for vs in chosen
+    ]
     room = int((budget_mib - chain.get("fixed_bytes", 0) / 2**20) / unit_mib)
     if room < 0:
         return math.inf
@@ -80,11 +119,16 @@ def solve(chain, budget_mib, unit_mib, nested):
             need, time = all_kept(s, t)
             kept_only[s, t] = np.where(m >= need, time, math.inf)
             best = kept_only[s, t]
+            if s == t:
+                for sv, fp, bp, ft, bt in modes[s][1:]:  # the stage alone, in another variant
+                    need = 2 * out[s] + sv + max(fp, bp)  # as all_kept counts one stage
+                    best = np.minimum(best, np.where(m >= need, ft + bt, math.inf))
             if s < t:
-                kept = out[s] + saved[s]
-                need_s = max(out[t] + kept + fwd_peak[s], kept + out[s] + out[s - 1] + bwd_peak[s])
-                rest = shifted(table[s + 1, t], kept) + fwd[s] + bwd[s]
-                best = np.minimum(best, np.where(m >= need_s, rest, math.inf))
+                for sv, fp, bp, ft, bt in modes[s]:  # s keeps what it saves, in each variant
+                    kept = out[s] + sv
+                    need_s = max(out[t] + kept + fp, kept + out[s] + out[s - 1] + bp)
+                    rest = shifted(table[s + 1, t], kept) + ft + bt
+                    best = np.minimum(best, np.where(m >= need_s, rest, math.inf))
                 ahead, fwd_need = 0.0, 0
                 for k in range(s + 1, t + 1):  # s..k-1 run without saving; x(k-1) kept
                     j = k - 1
@@ -125,6 +169,13 @@ def main():
     ap.add_argument("--unit", type=float, default=0.25, help="memory unit in MiB (default 0.25)")
     ap.add_argument("--shape", help="with a predictor's state: the profiled shape, as 64x256x256")
     ap.add_argument("--fixed", type=float, default=0.0, help="with --shape: MiB held outside")
+    ap.add_argument(
+        "--variants",
+        action="store_true",
+        help="add two columns: nested schedules choosing each kept stage's variant (the optimum "
+        "of this model, under every one-level plan of monet's), and each stage's leanest bytes at "
+        "its fastest times (a floor under any plan of these variants)",
+    )
     a = ap.parse_args()
     chain = json.load(open(a.chain))
     if chain.get("format") == "monet-predictor-state":
@@ -132,14 +183,18 @@ def main():
             sys.exit("a predictor's state needs --shape (one of its profiled shapes) and --fixed")
         chain = chain_from_state(chain, a.shape, a.fixed)
     base = sum(s["variants"][0]["fwd_time"] + s["variants"][0]["bwd_time"] for s in chain["stages"])
-    print(f"{'budget MiB':>10}  {'one level':>10}  {'nested':>10}")
+    runs = [("one level", False, "first"), ("nested", True, "first")]
+    if a.variants:
+        runs.append(("nested, variants", True, "all"))
+        runs.append(("free variants", True, "free"))
+    print(f"{'budget MiB':>10}" + "".join(f"  {name:>10}" for name, _, _ in runs))
     for b in a.budgets_mib:
         cells = []
-        for nested in (False, True):
-            t = solve(chain, b, a.unit, nested)
-            cells.append("no plan" if math.isinf(t) else f"{100 * (t / base - 1):+.1f}%")
-        print(f"{b:>10.0f}  {cells[0]:>10}  {cells[1]:>10}")
-
+        for name, nested, variants in runs:
+            t = solve(chain, b, a.unit, nested, variants)
+            cell = "no plan" if math.isinf(t) else f"{100 * (t / base - 1):+.1f}%"
+            cells.append(f"  {cell:>{max(10, len(name))}}")
+        print(f"{b:>10.0f}" + "".join(cells))
 
 if __name__ == "__main__":
     sys.exit(main())
