@@ -67,7 +67,6 @@ lean = chain(16, saved_mib=8, bwd=2.2)
 both = chain(16)
 for stage, lean_stage in zip(both["stages"], lean["stages"]):
     stage["variants"].append(dict(lean_stage["variants"][0], name="lean"))
-lean_only = chain(16, saved_mib=8, bwd=2.2)
 base = 16 * 3.0
 mixed_won = False
 prev = math.inf
@@ -75,7 +74,7 @@ for b in budgets:
     first = overhead(both, b, True)
     mixed = overhead(both, b, True, "all")
     free = overhead(both, b, True, "free")
-    lean_t = bound.solve(lean_only, b, 1.0, True) / base - 1
+    lean_t = bound.solve(lean, b, 1.0, True) / base - 1
     expect(mixed <= min(first, lean_t) + 1e-12,
            f"at {b} MiB the variants ({mixed}) lose to one variant throughout ({first}, {lean_t})")
     expect(free <= mixed + 1e-12, f"at {b} MiB the floor ({free}) is above the optimum ({mixed})")

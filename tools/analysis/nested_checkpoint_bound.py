@@ -69,16 +69,10 @@ def solve(chain, budget_mib, unit_mib, nested, variants="first"):
         units_mib = b / 2**20 / unit_mib
         return int(math.floor(units_mib)) if variants == "free" else int(math.ceil(units_mib))
 
-    # 1-based stage numbers; index 0 is the chain's input, held outside (fixed_bytes). The lists
-    # are of the first variant; `modes` holds every variant's (saved, fwd_peak, bwd_peak, fwd, bwd).
-    first = [vs[0] for vs in chosen]
-    out = [0] + [units(v["out_bytes"]) for v in first]
-    saved = [0] + [units(v["saved_bytes"]) for v in first]
-    fwd_peak = [0] + [units(v["fwd_peak"]) for v in first]
-    bwd_peak = [0] + [units(v["bwd_peak"]) for v in first]
-    fwd = [0.0] + [v["fwd_time"] for v in first]
-    bwd = [0.0] + [v["bwd_time"] for v in first]
-    modes = [[]] + [
+    # 1-based stage numbers; index 0 is the chain's input, held outside (fixed_bytes). `modes[k]`
+    # holds each variant's (saved, fwd_peak, bwd_peak, fwd, bwd); the lists are of the first.
+    out = [0] + [units(vs[0]["out_bytes"]) for vs in chosen]
+    modes = [[(0, 0, 0, 0.0, 0.0)]] + [
         [
             (units(v["saved_bytes"]), units(v["fwd_peak"]), units(v["bwd_peak"]), v["fwd_time"],
              v["bwd_time"])
@@ -86,6 +80,7 @@ def solve(chain, budget_mib, unit_mib, nested, variants="first"):
         ]
         for vs in chosen
     ]
+    saved, fwd_peak, bwd_peak, fwd, bwd = (list(field) for field in zip(*(ms[0] for ms in modes)))
     room = int((budget_mib - chain.get("fixed_bytes", 0) / 2**20) / unit_mib)
     if room < 0:
         return math.inf
@@ -99,17 +94,23 @@ def solve(chain, budget_mib, unit_mib, nested, variants="first"):
             res[by:] = arr[: room + 1 - by]
         return res
 
-    def all_kept(s, t):
-        """Least room and time to run s..t forward keeping everything, then backward."""
+    def all_kept(s, t, mode=None):
+        """Least room and time to run s..t forward keeping everything, then backward; with
+        `mode`, stage s alone in that variant (s == t)."""
+        sv, fp, bp, ft, bt = mode or modes[s][0]
+
+        def kept(k):
+            return out[k] + (sv if k == s else saved[k])
+
         held, need = out[t], 0  # the gradient of x(t)
         for k in range(s, t + 1):
-            need = max(need, held + out[k] + saved[k] + fwd_peak[k])
-            held += out[k] + saved[k]
+            need = max(need, held + kept(k) + (fp if k == s else fwd_peak[k]))
+            held += kept(k)
         for k in range(t, s - 1, -1):
-            need = max(need, held + (out[k - 1] if k > s else 0) + bwd_peak[k])
-            held -= out[k] + saved[k] + (out[k] if k < t else 0)
+            need = max(need, held + (out[k - 1] if k > s else 0) + (bp if k == s else bwd_peak[k]))
+            held -= kept(k) + (out[k] if k < t else 0)
             held += out[k - 1] if k > s else 0
-        return need, sum(fwd[s : t + 1]) + sum(bwd[s : t + 1])
+        return need, ft + bt + sum(fwd[s + 1 : t + 1]) + sum(bwd[s + 1 : t + 1])
 
     table = {}
     kept_only = {}  # (s, t): the time of running s..t all kept, by room; computed once
@@ -120,9 +121,9 @@ def solve(chain, budget_mib, unit_mib, nested, variants="first"):
             kept_only[s, t] = np.where(m >= need, time, math.inf)
             best = kept_only[s, t]
             if s == t:
-                for sv, fp, bp, ft, bt in modes[s][1:]:  # the stage alone, in another variant
-                    need = 2 * out[s] + sv + max(fp, bp)  # as all_kept counts one stage
-                    best = np.minimum(best, np.where(m >= need, ft + bt, math.inf))
+                for mode in modes[s][1:]:  # the stage alone, in another variant
+                    need, time = all_kept(s, s, mode)
+                    best = np.minimum(best, np.where(m >= need, time, math.inf))
             if s < t:
                 for sv, fp, bp, ft, bt in modes[s]:  # s keeps what it saves, in each variant
                     kept = out[s] + sv
@@ -195,6 +196,7 @@ def main():
             cell = "no plan" if math.isinf(t) else f"{100 * (t / base - 1):+.1f}%"
             cells.append(f"  {cell:>{max(10, len(name))}}")
         print(f"{b:>10.0f}" + "".join(cells))
+
 
 if __name__ == "__main__":
     sys.exit(main())
