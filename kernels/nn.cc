@@ -238,6 +238,12 @@ BatchNorm2dReLUConv2dImpl::BatchNorm2dReLUConv2dImpl(BatchNorm2dReLU bn_module,
   check_conv();
 }
 
+void BatchNorm2dReLUConv2dImpl::train(bool on) {
+  const bool conv_training = conv->is_training();
+  torch::nn::Module::train(on);
+  conv->train(conv_training);
+}
+
 void BatchNorm2dReLUConv2dImpl::reset() {
   // The BatchNorm first, then the convolution: their initializations draw in torch::nn's order.
   bn = register_module("bn", BatchNorm2dReLU(bn_options_));
@@ -463,12 +469,14 @@ torch::nn::Sequential substitute_variants(const torch::nn::Sequential& net,
   const std::vector<torch::nn::AnyModule> children(net->begin(), net->end());
   const std::vector<std::string> names = net->named_children().keys();
   torch::nn::Sequential out;
+  // The container's own flag, set while it is empty: train() recurses, and would otherwise set
+  // every child's flag (a BatchNorm frozen in eval, the user's own modules kept as they are).
+  out->train(net->is_training());
   std::size_t i = 0;  // the first child each result stands for, whose name it takes
   for (const Substitution& s : substitute_all(children, options)) {
     out->push_back(names[i], s.module);
     i += s.originals.size();
   }
-  out->train(net->is_training());
   return out;
 }
 

@@ -11,6 +11,11 @@
 // - ReLU and Dropout run out of place in every mode, whatever options.inplace() says: an in-place
 //   op would overwrite the output that a compact BatchNorm before it keeps. Results are equal.
 // - MaxPool2d has no forward_with_indices (its compact variant keeps no 64-bit indices).
+// - A BatchNorm2d's output, and a BatchNorm2dReLUConv2dBatchNorm2d's in `compact` mode, must not
+//   be modified in place when the mode is not `default` (`out += identity` as torchvision's
+//   ResNet writes it; `out = out + identity` is fine): those variants keep their output for
+//   backward, which then stops with torch's "modified by an inplace operation" error rather than
+//   give wrong gradients.
 #pragma once
 
 #include <torch/nn/cloneable.h>
@@ -123,6 +128,9 @@ class BatchNorm2dReLUConv2dImpl : public torch::nn::Cloneable<BatchNorm2dReLUCon
   BatchNorm2dReLUConv2dImpl(BatchNorm2dReLU bn, torch::nn::Conv2d conv);
   torch::Tensor forward(const torch::Tensor& input);
   void reset() override;
+  // Sets this module's flag and its BatchNorm's; `conv`, which may be a user's module (the
+  // constructor above, substitute_variants), keeps its own (a convolution's flag changes nothing).
+  void train(bool on = true) override;
   void pretty_print(std::ostream& stream) const override;
   // Whether `conv` pads as this module can (zeros, symmetric): substitute_variants fuses only
   // such convolutions.

@@ -51,7 +51,9 @@ at::Tensor dropout(const at::Tensor& x, double p, bool training);
 // mode. Compact and regenerate, training: keep the output y and the per-channel mean and invstd,
 // not the input, and recover x_hat = (y - bias) / weight in backward (in-place activated
 // BatchNorm, Rota Bulo et al. 2018). A channel whose weight is too small to invert exactly,
-// |weight| < 1e-2 * max(1, |bias|), keeps its input slice instead (docs/kernels.md).
+// |weight| < 1e-2 * max(1, |bias|), keeps its input slice instead (docs/kernels.md). Since y is
+// kept, modifying it in place (`y += identity`) makes backward stop with torch's "modified by an
+// inplace operation" error; write `y = y + identity`.
 at::Tensor batch_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                       const at::Tensor& running_mean, const at::Tensor& running_var, bool training,
                       double momentum, double eps);

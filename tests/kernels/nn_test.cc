@@ -109,6 +109,29 @@ TEST(NnTest, TrainingFlagAndEvalFollowTheOriginal) {
   EXPECT_LE(max_diff(sub->forward(x), net->forward(x)), 1e-12);
 }
 
+// A module frozen in eval inside a training net stays frozen, in the substitute and in the
+// user's net: substitute_variants modifies neither the flags nor the running statistics.
+TEST(NnTest, SubstitutionKeepsEachModulesFlagAndLeavesTheInputAlone) {
+  tnn::BatchNorm2d frozen(4);
+  tnn::Dropout kept_off(0.5);
+  tnn::Sequential net(frozen, tnn::ReLU(), tnn::Conv2d(tnn::Conv2dOptions(4, 4, 1)), kept_off,
+                      tnn::Flatten());
+  frozen->eval();
+  kept_off->eval();
+  tnn::Sequential sub = nn::substitute_variants(net);
+  EXPECT_TRUE(sub->is_training());
+  EXPECT_FALSE(sub[0]->is_training());
+  EXPECT_FALSE(frozen->is_training());
+  EXPECT_FALSE(kept_off->is_training());
+  EXPECT_TRUE(net[2]->is_training());
+  const torch::Tensor mean = frozen->running_mean.clone();
+  const torch::Tensor x = torch::randn({2, 4, 3, 3}) + 3;
+  OpModeScope scope(OpMode::kCompact);
+  const torch::Tensor y = sub->forward(x);
+  EXPECT_TRUE(torch::equal(mean, frozen->running_mean));
+  EXPECT_LE(max_diff(y, net->forward(x)), 1e-5);  // the Dropout drops nothing
+}
+
 // substitute_variants_traced says which originals each module stands for, and
 // follow_originals gives each part what its original has now: the training flag (a fused
 // quadruple's two BatchNorms each their own), a Dropout's p, a BatchNorm's momentum and eps.

@@ -331,6 +331,41 @@ TEST_F(OpsCudaTest, OtherDtypesOnCuda) {
   }
 }
 
+// A BatchNorm of float16 or bfloat16 activations with float32 weights (autocast's), one channel
+// at weight zero (a zero-initialized residual BatchNorm, which keeps its input slice): backward
+// runs in float32 on ATen's kernel there and gives torch's gradients, in the activations' dtype.
+TEST_F(OpsCudaTest, BatchNormWithAWeightAtZeroTakesLowPrecisionActivations) {
+  const auto f32_cuda = torch::dtype(torch::kFloat).device(torch::kCUDA, 0);
+  for (torch::ScalarType dtype : {torch::kHalf, torch::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const torch::Tensor x = torch::randn({4, 3, 8, 8}, f32_cuda).to(dtype).requires_grad_();
+    const torch::Tensor w = torch::tensor({1.0f, 0.0f, 0.5f}, f32_cuda).requires_grad_();
+    const torch::Tensor b = torch::tensor({0.1f, 0.2f, -0.3f}, f32_cuda).requires_grad_();
+    const Op ref = [](const Inputs& in) {
+      return torch::batch_norm(in[0], in[1], in[2], {}, {}, true, 0.1, 1e-5, false);
+    };
+    const Op op = [](const Inputs& in) {
+      return ops::batch_norm(in[0], in[1], in[2], {}, {}, true, 0.1, 1e-5);
+    };
+    const torch::Tensor grad_y = torch::randn({4, 3, 8, 8}, f32_cuda).to(dtype);
+    const Outcome want = run(ref, {x, w, b}, grad_y, OpMode::kDefault);
+    for (OpMode mode : kVariants) {
+      SCOPED_TRACE(std::string(op_mode_name(mode)));
+      Outcome got;
+      ASSERT_NO_THROW(got = run(op, {x, w, b}, grad_y, mode));
+      EXPECT_NE(got.node, want.node) << "no variant ran";
+      ASSERT_EQ(got.grads.size(), 3u);
+      for (std::size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(got.grads[i].scalar_type(), want.grads[i].scalar_type()) << "input " << i;
+        const double scale = want.grads[i].abs().max().item<double>() + 1.0;
+        EXPECT_LE(max_diff(got.grads[i].to(torch::kDouble), want.grads[i].to(torch::kDouble)),
+                  2e-2 * scale)
+            << "input " << i;
+      }
+    }
+  }
+}
+
 TEST_F(OpsCudaTest, VariantsKeepTheirCataloguedBytesOnCuda) {
   try {
     memory_stats(0);

@@ -297,6 +297,22 @@ TEST(OpsTest, BatchNormWithNearZeroWeightsKeepsThoseChannelsInputs) {
   expect_batch_norm_matches(bn, true);
 }
 
+// The compact BatchNorm keeps its output: modifying it in place stops backward with torch's own
+// error (ops.h, nn.h), rather than recovering x_hat from the wrong numbers.
+TEST(OpsTest, BatchNormOutputModifiedInPlaceStopsBackwardLoudly) {
+  const BatchNormCase bn = batch_norm_case({2, 3, 4, 4});
+  for (OpMode mode : kVariants) {
+    SCOPED_TRACE(std::string(op_mode_name(mode)));
+    OpModeScope scope(mode);
+    torch::Tensor y = ops::batch_norm(bn.x, bn.weight, bn.bias, {}, {}, true, 0.1, 1e-5);
+    y += 1.0;
+    EXPECT_THROW(y.sum().backward(), c10::Error);
+    torch::Tensor z = ops::batch_norm(bn.x, bn.weight, bn.bias, {}, {}, true, 0.1, 1e-5);
+    z = z + 1.0;
+    EXPECT_NO_THROW(z.sum().backward());
+  }
+}
+
 TEST(OpsTest, BatchNormWithoutAffineOrRunningStats) {
   BatchNormCase bn = batch_norm_case({3, 2, 4, 4});
   const Op op = [](const Inputs& in) {
@@ -835,11 +851,11 @@ void expect_follows_autocast(const Op& op, const Op& ref, const Inputs& inputs,
 TEST(OpsTest, EveryOpFollowsAutocast) {
   torch::manual_seed(21);
   const auto f32 = torch::dtype(torch::kFloat);
-  const torch::Tensor w = torch::randn({6}, f32).add(1.5).requires_grad_();
+  const torch::Tensor strong_w = torch::randn({6}, f32).add(1.5);
   const torch::Tensor b = torch::randn({6}, f32).requires_grad_();
   const torch::Tensor conv_w = torch::randn({5, 6, 3, 3}, f32).requires_grad_();
   const torch::Tensor conv_b = torch::randn({5}, f32).requires_grad_();
-  const torch::Tensor w2 = torch::randn({5}, f32).add(1.5).requires_grad_();
+  const torch::Tensor strong_w2 = torch::randn({5}, f32).add(1.5);
   const torch::Tensor b2 = torch::randn({5}, f32).requires_grad_();
   // Running statistics, fresh for each call, in the dtype of the BatchNorm's weight `like`.
   const auto zeros = [](std::int64_t c, const torch::Tensor& like) {
@@ -849,83 +865,94 @@ TEST(OpsTest, EveryOpFollowsAutocast) {
     return torch::ones({c}, like.scalar_type());
   };
   const std::vector<OpMode> variants(std::begin(kVariants), std::end(kVariants));
-  for (torch::ScalarType dtype : {torch::kFloat, torch::kBFloat16}) {
-    SCOPED_TRACE(c10::toString(dtype));
-    const torch::Tensor x =
-        torch::randn({4, 6, 8, 8}, f32).mul(2).add(0.5).to(dtype).requires_grad_();
-    {
-      SCOPED_TRACE("relu");
-      expect_follows_autocast([](const Inputs& in) { return ops::relu(in[0]); },
-                              [](const Inputs& in) { return torch::relu(in[0]); }, {x}, variants);
+  // With a channel of each BatchNorm at zero weight too (a zero-initialized residual BatchNorm),
+  // which keeps its input slice in fp32 beside a low-precision output.
+  for (bool weak : {false, true})
+    for (torch::ScalarType dtype : {torch::kFloat, torch::kBFloat16}) {
+      SCOPED_TRACE(std::string(c10::toString(dtype)) + (weak ? ", a weight at zero" : ""));
+      const torch::Tensor w = strong_w.clone();
+      const torch::Tensor w2 = strong_w2.clone();
+      if (weak) {
+        w[1] = 0.0;
+        w2[0] = 0.0;
+      }
+      w.requires_grad_();
+      w2.requires_grad_();
+      const torch::Tensor x =
+          torch::randn({4, 6, 8, 8}, f32).mul(2).add(0.5).to(dtype).requires_grad_();
+      {
+        SCOPED_TRACE("relu");
+        expect_follows_autocast([](const Inputs& in) { return ops::relu(in[0]); },
+                                [](const Inputs& in) { return torch::relu(in[0]); }, {x}, variants);
+      }
+      {
+        SCOPED_TRACE("dropout");  // regenerate draws differently from torch by design
+        expect_follows_autocast([](const Inputs& in) { return ops::dropout(in[0], 0.3, true); },
+                                [](const Inputs& in) { return torch::dropout(in[0], 0.3, true); },
+                                {x}, {OpMode::kCompact, OpMode::kRecompute});
+      }
+      {
+        SCOPED_TRACE("max_pool2d");
+        expect_follows_autocast(
+            [](const Inputs& in) {
+              return ops::max_pool2d(in[0], {2, 2});
+            },
+            [](const Inputs& in) {
+              return torch::max_pool2d(in[0], {2, 2});
+            },
+            {x}, variants);
+      }
+      {
+        SCOPED_TRACE("gelu and softmax");
+        expect_follows_autocast(
+            [](const Inputs& in) { return ops::softmax(ops::gelu(in[0]), 1); },
+            [](const Inputs& in) { return torch::softmax(torch::gelu(in[0]), 1); }, {x}, variants);
+      }
+      for (bool fused : {false, true}) {
+        SCOPED_TRACE(fused ? "batch_norm_relu" : "batch_norm");
+        expect_follows_autocast(
+            [&](const Inputs& in) {
+              auto f = fused ? ops::batch_norm_relu : ops::batch_norm;
+              return f(in[0], in[1], in[2], zeros(6, in[1]), ones(6, in[1]), true, 0.1, 1e-5);
+            },
+            [&](const Inputs& in) {
+              torch::Tensor y = torch::batch_norm(in[0], in[1], in[2], zeros(6, in[1]),
+                                                  ones(6, in[1]), true, 0.1, 1e-5, false);
+              return fused ? torch::relu(y) : y;
+            },
+            {x, w, b}, variants);
+      }
+      const auto bn_relu_conv = [&](const Inputs& in) {
+        const torch::Tensor y = torch::batch_norm(in[0], in[1], in[2], zeros(6, in[1]),
+                                                  ones(6, in[1]), true, 0.1, 1e-5, false);
+        return torch::conv2d(torch::relu(y), in[3], in[4], 1, 1);
+      };
+      {
+        SCOPED_TRACE("batch_norm_relu_conv2d");
+        expect_follows_autocast(
+            [&](const Inputs& in) {
+              return ops::batch_norm_relu_conv2d(in[0], in[1], in[2], zeros(6, in[1]),
+                                                 ones(6, in[1]), true, 0.1, 1e-5, in[3], in[4],
+                                                 {1, 1}, {1, 1}, {1, 1}, 1);
+            },
+            bn_relu_conv, {x, w, b, conv_w, conv_b}, variants);
+      }
+      {
+        SCOPED_TRACE("batch_norm_relu_conv2d_batch_norm");
+        expect_follows_autocast(
+            [&](const Inputs& in) {
+              return ops::batch_norm_relu_conv2d_batch_norm(
+                  in[0], {in[1], in[2], zeros(6, in[1]), ones(6, in[1]), 0.1, 1e-5},
+                  {in[3], in[4], {1, 1}, {1, 1}, {1, 1}, 1},
+                  {in[5], in[6], zeros(5, in[5]), ones(5, in[5]), 0.1, 1e-5}, true);
+            },
+            [&](const Inputs& in) {
+              return torch::batch_norm(bn_relu_conv(in), in[5], in[6], zeros(5, in[5]),
+                                       ones(5, in[5]), true, 0.1, 1e-5, false);
+            },
+            {x, w, b, conv_w, conv_b, w2, b2}, variants);
+      }
     }
-    {
-      SCOPED_TRACE("dropout");  // regenerate draws differently from torch by design
-      expect_follows_autocast([](const Inputs& in) { return ops::dropout(in[0], 0.3, true); },
-                              [](const Inputs& in) { return torch::dropout(in[0], 0.3, true); },
-                              {x}, {OpMode::kCompact, OpMode::kRecompute});
-    }
-    {
-      SCOPED_TRACE("max_pool2d");
-      expect_follows_autocast(
-          [](const Inputs& in) {
-            return ops::max_pool2d(in[0], {2, 2});
-          },
-          [](const Inputs& in) {
-            return torch::max_pool2d(in[0], {2, 2});
-          },
-          {x}, variants);
-    }
-    {
-      SCOPED_TRACE("gelu and softmax");
-      expect_follows_autocast(
-          [](const Inputs& in) { return ops::softmax(ops::gelu(in[0]), 1); },
-          [](const Inputs& in) { return torch::softmax(torch::gelu(in[0]), 1); }, {x}, variants);
-    }
-    for (bool fused : {false, true}) {
-      SCOPED_TRACE(fused ? "batch_norm_relu" : "batch_norm");
-      expect_follows_autocast(
-          [&](const Inputs& in) {
-            auto f = fused ? ops::batch_norm_relu : ops::batch_norm;
-            return f(in[0], in[1], in[2], zeros(6, in[1]), ones(6, in[1]), true, 0.1, 1e-5);
-          },
-          [&](const Inputs& in) {
-            torch::Tensor y = torch::batch_norm(in[0], in[1], in[2], zeros(6, in[1]),
-                                                ones(6, in[1]), true, 0.1, 1e-5, false);
-            return fused ? torch::relu(y) : y;
-          },
-          {x, w, b}, variants);
-    }
-    const auto bn_relu_conv = [&](const Inputs& in) {
-      const torch::Tensor y = torch::batch_norm(in[0], in[1], in[2], zeros(6, in[1]),
-                                                ones(6, in[1]), true, 0.1, 1e-5, false);
-      return torch::conv2d(torch::relu(y), in[3], in[4], 1, 1);
-    };
-    {
-      SCOPED_TRACE("batch_norm_relu_conv2d");
-      expect_follows_autocast(
-          [&](const Inputs& in) {
-            return ops::batch_norm_relu_conv2d(in[0], in[1], in[2], zeros(6, in[1]), ones(6, in[1]),
-                                               true, 0.1, 1e-5, in[3], in[4], {1, 1}, {1, 1},
-                                               {1, 1}, 1);
-          },
-          bn_relu_conv, {x, w, b, conv_w, conv_b}, variants);
-    }
-    {
-      SCOPED_TRACE("batch_norm_relu_conv2d_batch_norm");
-      expect_follows_autocast(
-          [&](const Inputs& in) {
-            return ops::batch_norm_relu_conv2d_batch_norm(
-                in[0], {in[1], in[2], zeros(6, in[1]), ones(6, in[1]), 0.1, 1e-5},
-                {in[3], in[4], {1, 1}, {1, 1}, {1, 1}, 1},
-                {in[5], in[6], zeros(5, in[5]), ones(5, in[5]), 0.1, 1e-5}, true);
-          },
-          [&](const Inputs& in) {
-            return torch::batch_norm(bn_relu_conv(in), in[5], in[6], zeros(5, in[5]),
-                                     ones(5, in[5]), true, 0.1, 1e-5, false);
-          },
-          {x, w, b, conv_w, conv_b, w2, b2}, variants);
-    }
-  }
 }
 
 }  // namespace
