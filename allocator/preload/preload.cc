@@ -8,18 +8,23 @@
 // - LibTorch CPU: it links no LibTorch either. Once the program loads its own c10 (on `import
 //   torch`, seen through an interposed dlopen) and that LibTorch has no CUDA, it loads its
 //   companion libmonet_preload_torch.so, which links only c10 (and so binds to the process's
-//   own) and makes monet's pool LibTorch's CPU allocator.
+//   own) and makes monet's pool LibTorch's CPU allocator. That dlopen finds a library as its
+//   caller's would have (the caller's RUNPATH and $ORIGIN: dlopen_as, below).
 // - In a program that does neither (/bin/ls), nothing is visible.
 #include <dlfcn.h>
 #include <link.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <climits>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "allocator/device_pools.h"
 #include "common/env.h"
@@ -104,6 +109,89 @@ void hook_torch_if_loaded() {
   }
   install();
   log(LogLevel::kInfo, "LibTorch CPU tensors now go through monet");
+}
+
+// This library's own entry in the loader's list.
+link_map* own_link_map() {
+  static link_map* const map = [] {
+    Dl_info info{};
+    link_map* found = nullptr;
+    if (dladdr1(reinterpret_cast<void*>(&own_folder), &info, reinterpret_cast<void**>(&found),
+                RTLD_DL_LINKMAP) == 0) {
+      return static_cast<link_map*>(nullptr);
+    }
+    return found;
+  }();
+  return map;
+}
+
+// The folders the loader searches, in order, for a file name without a slash that the object
+// `map` dlopens (its RPATH, LD_LIBRARY_PATH, its RUNPATH, the system's), without ld.so.cache.
+std::vector<std::string> search_folders(link_map* map) {
+  Dl_serinfo size{};
+  if (dlinfo(map, RTLD_DI_SERINFOSIZE, &size) != 0) return {};
+  std::vector<std::max_align_t> buffer(size.dls_size / sizeof(std::max_align_t) + 1);
+  auto* info = reinterpret_cast<Dl_serinfo*>(buffer.data());
+  info->dls_size = size.dls_size;
+  info->dls_cnt = size.dls_cnt;
+  if (dlinfo(map, RTLD_DI_SERINFO, info) != 0) return {};
+  std::vector<std::string> folders;
+  for (unsigned i = 0; i < info->dls_cnt; ++i) folders.emplace_back(info->dls_serpath[i].dls_name);
+  return folders;
+}
+
+// `file` with $ORIGIN and ${ORIGIN} replaced by the folder of the object `map`.
+std::string expand_origin(const char* file, link_map* map) {
+  char origin[PATH_MAX + 1] = {};
+  if (dlinfo(map, RTLD_DI_ORIGIN, origin) != 0) return file;
+  std::string out = file;
+  for (const char* token : {"${ORIGIN}", "$ORIGIN"}) {
+    for (std::size_t at = out.find(token); at != std::string::npos; at = out.find(token, at)) {
+      out.replace(at, std::strlen(token), origin);
+      at += std::strlen(origin);
+    }
+  }
+  return out;
+}
+
+// dlopen(file, mode) as the code at `caller` would have it. glibc resolves a name without a slash,
+// and a $ORIGIN in one, from the object that called dlopen (found by the return address), and
+// this library's interposer is that object to the real dlopen: a pip-installed cuDNN, whose
+// RUNPATH is $ORIGIN, would not find the sub-libraries it loads by name beside it. So the folders
+// the caller's object searches before ld.so.cache that this library does not (its RPATH or
+// RUNPATH, in the loader's order among the LD_LIBRARY_PATH folders) are tried here first, a
+// $ORIGIN is the caller's folder, and the rest (loaded objects by name, the cache, the system's
+// folders: the same from both) is the real dlopen's.
+void* dlopen_as(const void* caller, const char* file, int mode) {
+  if (file == nullptr || (mode & RTLD_NOLOAD) != 0) return real_dlopen()(file, mode);
+  Dl_info info{};
+  link_map* map = nullptr;
+  if (dladdr1(caller, &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) == 0 ||
+      map == nullptr || map == own_link_map()) {
+    return real_dlopen()(file, mode);
+  }
+  if (std::strchr(file, '$') != nullptr) {
+    const std::string expanded = expand_origin(file, map);
+    if (expanded.find('/') != std::string::npos) return real_dlopen()(expanded.c_str(), mode);
+  }
+  if (std::strchr(file, '/') != nullptr) return real_dlopen()(file, mode);
+  // An object of that name already loaded is what dlopen gives, from any caller.
+  if (void* loaded = real_dlopen()(file, mode | RTLD_NOLOAD)) {
+    dlclose(loaded);
+    return real_dlopen()(file, mode);
+  }
+  const std::vector<std::string> theirs = search_folders(map);
+  const std::vector<std::string> ours =
+      own_link_map() ? search_folders(own_link_map()) : std::vector<std::string>();
+  std::size_t end = 0;  // past the last folder of theirs that is not ours
+  for (std::size_t i = 0; i < theirs.size(); ++i) {
+    if (std::find(ours.begin(), ours.end(), theirs[i]) == ours.end()) end = i + 1;
+  }
+  for (std::size_t i = 0; i < end; ++i) {
+    const std::string path = theirs[i] + "/" + file;
+    if (access(path.c_str(), F_OK) == 0) return real_dlopen()(path.c_str(), mode);
+  }
+  return real_dlopen()(file, mode);
 }
 
 // Checks the MONET_* variables and arranges the report at exit, once: when this library is loaded,
@@ -245,7 +333,7 @@ __attribute__((constructor)) void on_load() {
 extern "C" {
 
 __attribute__((visibility("default"))) void* dlopen(const char* file, int mode) {
-  void* handle = monet::preload::real_dlopen()(file, mode);
+  void* handle = monet::preload::dlopen_as(__builtin_return_address(0), file, mode);
   if (handle != nullptr && !monet::preload::t_in_dlopen &&
       !monet::preload::g_torch_hooked.load(std::memory_order_relaxed)) {
     monet::preload::t_in_dlopen = true;
