@@ -115,6 +115,15 @@ bool CachingAllocator::owns(const void* ptr) {
   return active_.find(static_cast<const char*>(ptr)) != active_.end();
 }
 
+bool CachingAllocator::holds(const void* ptr) {
+  const char* p = static_cast<const char*>(ptr);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = segments_.upper_bound(p);
+  if (it == segments_.begin()) return false;
+  --it;
+  return p < it->second.base + it->second.size;
+}
+
 void CachingAllocator::record_stream(void* ptr, Stream stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = active_.find(static_cast<const char*>(ptr));

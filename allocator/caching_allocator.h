@@ -68,6 +68,10 @@ class CachingAllocator {
 
   // True when `ptr` is the start of a block this allocator handed out and has not taken back.
   bool owns(const void* ptr);
+  // True when `ptr` lies in memory this allocator holds from its backend, in use or cached: a
+  // pointer that is so and not owned() is one freed already (or never handed out), which must not
+  // reach the backend's own free.
+  bool holds(const void* ptr);
 
   // The block at `ptr` is also used on `stream`: when it is freed, it is reused only once the work
   // queued on `stream` by then has finished.

@@ -318,6 +318,15 @@ int owning_device(const void* ptr) {
   }
   return -1;
 }
+
+// The device whose pool holds the memory at `ptr` (in use or cached), or -1.
+int holding_device(const void* ptr) {
+  for (int d = 0; d < pools::cuda_devices(); ++d) {
+    CachingAllocator* pool = pools::cuda_if_made(d);
+    if (pool != nullptr && pool->holds(ptr)) return d;
+  }
+  return -1;
+}
 #endif
 
 }  // namespace
@@ -366,7 +375,17 @@ __attribute__((visibility("default"))) cudaError_t cudaFree(void* ptr) {
   if (ptr == nullptr) return real->free(ptr);
   return preload::answer("cudaFree", [&] {
     const int device = preload::owning_device(ptr);
-    if (device < 0) return real->free(ptr);
+    if (device < 0) {
+      // Memory of monet's that is not handed out: freed twice. The real cudaFree would give back
+      // monet's whole segment, which it hands out again; CUDA answers such a free so.
+      const int holder = preload::holding_device(ptr);
+      if (holder < 0) return real->free(ptr);
+      preload::report_failure(fmt::format(
+          "monet: cudaFree of {} on cuda:{}, which monet did not hand out or already took back "
+          "(a pointer freed twice?); returns error {}",
+          ptr, holder, int{cudaErrorInvalidValue}));
+      return cudaErrorInvalidValue;
+    }
     // cudaFree waits for the device, and callers rely on it: kernels still using the block must
     // finish before monet hands it out again. The block's device, not the current one; where it
     // cannot be made current, the block stays allocated and the error is the answer.

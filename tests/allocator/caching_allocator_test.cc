@@ -53,6 +53,24 @@ TEST_F(PoolTest, ZeroBytesIsNullAndFreeOfNullIsIgnored) {
   EXPECT_EQ(pool_.stats().allocations, 0u);
 }
 
+// owns() is a block handed out and not taken back; holds() any byte of a segment, in use or
+// cached: a pointer it holds and does not own was freed already (the preload's cudaFree refuses it).
+TEST_F(PoolTest, HoldsEveryByteOfItsSegmentsAndOwnsOnlyWhatItHandedOut) {
+  char* a = static_cast<char*>(pool_.allocate(4 * kMiB));
+  EXPECT_TRUE(pool_.owns(a));
+  EXPECT_FALSE(pool_.owns(a + 512));
+  EXPECT_TRUE(pool_.holds(a));
+  EXPECT_TRUE(pool_.holds(a + 4 * kMiB - 1));
+  pool_.free(a);
+  EXPECT_FALSE(pool_.owns(a));
+  EXPECT_TRUE(pool_.holds(a));  // cached
+  int elsewhere = 0;
+  EXPECT_FALSE(pool_.holds(&elsewhere));
+  EXPECT_FALSE(pool_.holds(nullptr));
+  pool_.release_cached();
+  EXPECT_FALSE(pool_.holds(a));
+}
+
 // A size_t of -1 (a caller's negative size) or any size no address space holds is refused as
 // out of memory, as cudaMalloc refuses it, before its rounding could wrap around.
 TEST(PoolBudget, ASizeBeyondAnyAddressSpaceIsOutOfMemory) {

@@ -61,6 +61,23 @@ __attribute__((constructor)) void allocate_early() {
 
 }  // namespace
 
+// Where FAKE_CUDA_FREE_TWICE is set: a block freed twice, as CUDA answers it (the second free is
+// cudaErrorInvalidValue), and a block allocated after it, freed once.
+int free_twice() {
+  void* p = nullptr;
+  if (cudaMalloc(&p, 1 << 20) != cudaSuccess) return 1;
+  const cudaError_t first = cudaFree(p);
+  const cudaError_t second = cudaFree(p);
+  void* q = nullptr;
+  const cudaError_t again = cudaMalloc(&q, 1 << 20);
+  const cudaError_t last = cudaFree(q);
+  std::printf("free twice: first %d, second %d, then malloc %d, free %d\n", static_cast<int>(first),
+              static_cast<int>(second), static_cast<int>(again), static_cast<int>(last));
+  std::fflush(stdout);
+  return 0;
+}
+
 extern "C" __attribute__((visibility("default"))) int fake_cuda_user_run() {
+  if (std::getenv("FAKE_CUDA_FREE_TWICE") != nullptr && free_twice() != 0) return 1;
   return allocate_and_free("run");
 }
