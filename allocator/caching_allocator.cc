@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
+#include <vector>
 
 #include "allocator/size_rules.h"
 #include "monet/bytes.h"
@@ -57,7 +59,14 @@ void* CachingAllocator::allocate(std::size_t bytes, Stream stream) {
   }
   split(block, size);
   block->state = BlockState::kAllocated;  // kept out of the cache's reach while committing
-  if (!commit(block)) {
+  bool committed = false;
+  try {
+    committed = commit(block);
+  } catch (...) {
+    make_free(block);  // a backend's error (a CUDA call that failed): the block goes back cached
+    throw;
+  }
+  if (!committed) {
     make_free(block);
     throw_out_of_memory(bytes);
   }
@@ -89,6 +98,16 @@ void CachingAllocator::free(void* ptr) {
         device_));
   }
   Block* block = &*it;
+  // The events first: where the backend cannot record one, the free fails with nothing changed
+  // (the block still handed out), rather than leave a block waiting for an event never recorded.
+  std::vector<Event> events;
+  events.reserve(block->other_streams.size());
+  try {
+    for (Stream s : block->other_streams) events.push_back(backend_.record_event(s));
+  } catch (...) {
+    for (Event e : events) backend_.destroy_event(e);
+    throw;
+  }
   active_.erase(it);
 
   ++stats_.frees;
@@ -105,8 +124,8 @@ void CachingAllocator::free(void* ptr) {
     return;
   }
   block->state = BlockState::kPending;
-  block->pending_events = static_cast<int>(block->other_streams.size());
-  for (Stream s : block->other_streams) pending_.push_back({backend_.record_event(s), block});
+  block->pending_events = static_cast<int>(events.size());
+  for (Event e : events) pending_.push_back({e, block});
   block->other_streams.clear();
 }
 
@@ -263,24 +282,9 @@ bool CachingAllocator::commit(Block* block) {
       options_.budget_bytes != 0 && stats_.reserved_bytes + needed > options_.budget_bytes;
   // What is given back here to make room is committed again at once: the backend may keep its
   // memory for that (Backend::hold_decommitted) until this call returns or the device is full.
-  struct Hold {
-    Backend& backend;
-    bool on = false;
-    void end() {
-      if (on) backend.hold_decommitted(false);
-      on = false;
-    }
-    // Reached with `on` only while an exception leaves: that error is the one to report.
-    ~Hold() {
-      try {
-        end();
-      } catch (...) {
-      }
-    }
-  } hold{backend_};
+  std::optional<DecommitHold> hold;
   if (const std::size_t limit = commit_limit(); stats_.reserved_bytes + needed > limit) {
-    backend_.hold_decommitted(true);
-    hold.on = true;
+    hold.emplace(*this);
     if (over_budget) process_events(/*wait=*/true);
     if (decommit_free(stats_.reserved_bytes + needed - limit, options_.budget_bytes == 0) > 0 &&
         over_budget) {
@@ -288,18 +292,40 @@ bool CachingAllocator::commit(Block* block) {
     }
   }
   if (options_.budget_bytes != 0 && stats_.reserved_bytes + needed > options_.budget_bytes) {
-    hold.end();
+    if (hold) hold->end();
     device_refused_ = false;
     return false;
   }
   const bool committed = commit_granules(block);
-  hold.end();  // the device full or not, what was kept and not used goes back now
+  if (hold) hold->end();  // the device full or not, what was kept and not used goes back now
   if (committed) return true;
   // The device itself is full: give back everything cached, then try once more.
   process_events(/*wait=*/true);
+  DecommitHold all(*this);
   decommit_free();
+  all.end();
   release_free_segments();
   return commit_granules(block);
+}
+
+CachingAllocator::DecommitHold::DecommitHold(CachingAllocator& pool) : pool_(pool) {
+  if (pool_.granularity_ == 0 || pool_.holding_decommitted_) return;
+  pool_.backend_.hold_decommitted(true);
+  pool_.holding_decommitted_ = on_ = true;
+}
+
+void CachingAllocator::DecommitHold::end() {
+  if (!on_) return;
+  on_ = false;
+  pool_.holding_decommitted_ = false;
+  pool_.backend_.hold_decommitted(false);
+}
+
+CachingAllocator::DecommitHold::~DecommitHold() {
+  try {
+    end();
+  } catch (...) {
+  }
 }
 
 bool CachingAllocator::commit_granules(Block* block) {
@@ -379,8 +405,11 @@ std::size_t CachingAllocator::decommit_free(std::size_t at_least, bool under_mar
 void CachingAllocator::release_segment(Segment& segment) {
   if (granularity_ == 0) {
     stats_.reserved_bytes -= segment.size;
-  } else if (decommit_range(segment, 0, segment.committed.size()) > 0) {
-    ++stats_.decommits;
+  } else {
+    DecommitHold hold(*this);
+    const std::size_t released = decommit_range(segment, 0, segment.committed.size());
+    hold.end();
+    if (released > 0) ++stats_.decommits;
   }
   backend_.release(segment.base, segment.size);
 }
@@ -505,7 +534,9 @@ CachingAllocator::SegmentMap::iterator CachingAllocator::release_free_segment(
 std::size_t CachingAllocator::release_cached() {
   std::lock_guard<std::mutex> lock(mutex_);
   process_events(/*wait=*/true);
+  DecommitHold hold(*this);
   const std::size_t decommitted = decommit_free();
+  hold.end();
   return decommitted + release_free_segments();
 }
 
@@ -649,7 +680,9 @@ void CachingAllocator::set_budget_bytes(std::size_t bytes) {
   // A lower budget takes effect at once as far as cached memory allows.
   if (bytes != 0 && stats_.reserved_bytes > bytes) {
     process_events(/*wait=*/true);
+    DecommitHold hold(*this);
     decommit_free();
+    hold.end();
     release_free_segments();
   }
 }

@@ -168,6 +168,22 @@ class CachingAllocator {
   std::size_t decommit_range(Segment& segment, std::size_t first, std::size_t last,
                              bool under_mark = false);
   void release_segment(Segment& segment);
+  // From its making until end() (or its end of scope), the backend may keep what decommit() gives
+  // back (Backend::hold_decommitted): on CUDA the first decommit waits for the device and the rest
+  // do not, so that each give-back stats_.decommits counts is one wait, however many runs it has.
+  // One made while another holds does nothing.
+  class DecommitHold {
+   public:
+    explicit DecommitHold(CachingAllocator& pool);
+    DecommitHold(const DecommitHold&) = delete;
+    DecommitHold& operator=(const DecommitHold&) = delete;
+    ~DecommitHold();  // reached holding only while an exception leaves: that error is reported
+    void end();
+
+   private:
+    CachingAllocator& pool_;
+    bool on_ = false;
+  };
   void split(Block* block, std::size_t size);
   void make_free(Block* block);
   void process_events(bool wait);
@@ -209,6 +225,7 @@ class CachingAllocator {
   // Whether the last refusal while serving the request in progress was the device's (reserve or
   // commit found no room), not the budget's: the out-of-memory message says which, and what to do.
   bool device_refused_ = false;
+  bool holding_decommitted_ = false;  // a DecommitHold is on
 
   std::deque<Block> block_storage_;  // owns every Block; addresses stay stable
   std::vector<Block*> spare_blocks_;

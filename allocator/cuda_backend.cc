@@ -137,8 +137,24 @@ bool CudaBackend::commit(void* ptr, std::size_t bytes) {
       }
       check(status, "cuMemCreate");
     }
-    check(driver_->map(base + offset, granularity_, 0, handle, 0), "cuMemMap");
-    check(driver_->set_access(base + offset, granularity_, &access, 1), "cuMemSetAccess");
+    bool mapped = false;
+    try {
+      check(driver_->map(base + offset, granularity_, 0, handle, 0), "cuMemMap");
+      mapped = true;
+      check(driver_->set_access(base + offset, granularity_, &access, 1), "cuMemSetAccess");
+    } catch (...) {
+      // All or nothing on an error too: what this call made and mapped goes back (each step as
+      // far as the driver lets), and the first error is the one reported.
+      if (mapped) driver_->unmap(base + offset, granularity_);
+      driver_->release(handle);
+      if (offset != 0) {
+        try {
+          decommit(ptr, offset);
+        } catch (...) {
+        }
+      }
+      throw;
+    }
     handles_.emplace(base + offset, handle);
   }
   return true;
@@ -184,7 +200,9 @@ Event CudaBackend::record_event(Stream stream) {
   check(scope.status(), "cudaSetDevice");
   cudaEvent_t event = nullptr;
   check(api_.event_create_with_flags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  check(api_.event_record(event, reinterpret_cast<cudaStream_t>(stream)), "cudaEventRecord");
+  const cudaError_t recorded = api_.event_record(event, reinterpret_cast<cudaStream_t>(stream));
+  if (recorded != cudaSuccess) api_.event_destroy(event);
+  check(recorded, "cudaEventRecord");
   return reinterpret_cast<Event>(event);
 }
 

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 #include <set>
+#include <stdexcept>
+#include <vector>
 
 #include "allocator/host_backend.h"
 #include "allocator/size_rules.h"
@@ -54,7 +56,8 @@ TEST_F(PoolTest, ZeroBytesIsNullAndFreeOfNullIsIgnored) {
 }
 
 // owns() is a block handed out and not taken back; holds() any byte of a segment, in use or
-// cached: a pointer it holds and does not own was freed already (the preload's cudaFree refuses it).
+// cached: a pointer it holds and does not own was freed already (the preload's cudaFree refuses
+// it).
 TEST_F(PoolTest, HoldsEveryByteOfItsSegmentsAndOwnsOnlyWhatItHandedOut) {
   char* a = static_cast<char*>(pool_.allocate(4 * kMiB));
   EXPECT_TRUE(pool_.owns(a));
@@ -210,6 +213,38 @@ TEST(PoolStats, ABlockFreedByAnEventTheBudgetWaitedForIsACacheHit) {
   EXPECT_EQ(s.segment_reserves, 1u);
   EXPECT_EQ(s.cache_hits, 1u);
   pool.free(b);
+}
+
+// A backend that cannot record a stream's event (a CUDA error) fails the free with nothing changed:
+// the block stays handed out, the events recorded for it are destroyed, and a second free works.
+TEST(PoolStreams, AnEventThatCannotBeRecordedFailsTheFreeWithNothingChanged) {
+  struct FailingSecondEvent : testing::ManualEventBackend {
+    using ManualEventBackend::ManualEventBackend;
+    Event record_event(Stream s) override {
+      if (fail && recorded() == 1) {
+        fail = false;
+        throw std::runtime_error("cudaEventRecord failed (test)");
+      }
+      return ManualEventBackend::record_event(s);
+    }
+    bool fail = true;
+  };
+  FailingSecondEvent backend(testing::whole_segments());
+  CachingAllocator pool(backend, {});
+  void* a = pool.allocate(kMiB, 1);
+  pool.record_stream(a, 2);
+  pool.record_stream(a, 3);
+  EXPECT_THROW(pool.free(a), std::runtime_error);
+  EXPECT_TRUE(pool.owns(a));
+  EXPECT_EQ(backend.destroyed(), 1) << "the event recorded before the error";
+  EXPECT_EQ(pool.stats().frees, 0u);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  pool.free(a);
+  backend.complete_all();
+  void* b = pool.allocate(kMiB, 1);
+  EXPECT_EQ(b, a) << "the block came back once its events completed";
+  pool.free(b);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
 }
 
 // A request refused after a cached block was found for it is no hit: nothing was served.
@@ -673,6 +708,55 @@ TEST_F(GranularPoolTest, GranulesGivenBackAndWantedAgainRaiseTheMark) {
     EXPECT_LE(s.reserved_bytes, 32 * kMiB);  // never past every block of the step at once
     EXPECT_THAT(pool_.check_invariants(), IsEmpty());
   }
+}
+
+// Each give-back that MemoryStats::decommits counts is one wait for the device, as the CUDA
+// backend waits: before its first decommit outside a hold, or the first within one. Emptying the
+// cache, lowering the budget and releasing whole segments with several holes each wait once.
+TEST(PoolGranules, EveryDecommitCountedIsOneWaitForTheDevice) {
+  struct CountingWaits : HostBackend {
+    void decommit(void* ptr, std::size_t bytes) override {
+      if (!synchronized) ++waits;
+      synchronized = holding;
+      HostBackend::decommit(ptr, bytes);
+    }
+    void hold_decommitted(bool hold) override {
+      holding = hold;
+      synchronized = false;
+    }
+    bool holding = false, synchronized = false;
+    std::uint64_t waits = 0;
+  };
+  CountingWaits backend;  // 2 MiB granules
+  CachingAllocator pool(backend, {});
+  const auto five_with_three_holes = [&] {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 5; ++i) blocks.push_back(pool.allocate(4 * kMiB));  // one 20 MiB segment
+    for (int i : {0, 2, 4}) pool.free(blocks[i]);
+    return blocks;
+  };
+  std::vector<void*> blocks = five_with_three_holes();
+  pool.release_cached();  // three holes given back at once
+  EXPECT_EQ(pool.stats().decommits, 1u);
+  EXPECT_EQ(backend.waits, pool.stats().decommits);
+  for (int i : {1, 3}) pool.free(blocks[i]);
+  pool.release_cached();
+  blocks = five_with_three_holes();
+  pool.set_budget_bytes(10 * kMiB);  // lower than reserved: the holes go back at once
+  EXPECT_EQ(backend.waits, pool.stats().decommits);
+  for (int i : {1, 3}) pool.free(blocks[i]);
+  pool.set_budget_bytes(0);
+  blocks = five_with_three_holes();
+  for (int i : {1, 3}) pool.free(blocks[i]);
+  std::vector<void*> more;
+  for (int i = 0; i < 3; ++i) more.push_back(pool.allocate(4 * kMiB));
+  pool.free(more[1]);  // a wholly free segment of 20 MiB with holes: released in one wait
+  pool.free(more[0]);
+  pool.free(more[2]);
+  pool.release_cached();
+  EXPECT_EQ(pool.stats().segments, 0u);
+  EXPECT_EQ(backend.waits, pool.stats().decommits);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
 }
 
 TEST_F(GranularPoolTest, OnlyWhatTheCommitNeedsIsGivenBack) {

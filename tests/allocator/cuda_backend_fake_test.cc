@@ -38,6 +38,8 @@ struct FakeDevice {
   std::set<int> unusable;                // devices cudaSetDevice refuses (no context can be made)
   std::vector<int> malloc_devices;       // the device current at each cudaMalloc
   CUresult create_error = CUDA_SUCCESS;  // what cuMemCreate answers, where not success
+  int set_access_calls = 0;
+  int set_access_fails_at = -1;  // the call (counted from 0) that cuMemSetAccess refuses
 };
 FakeDevice fake;
 
@@ -138,6 +140,7 @@ CUresult fake_unmap(CUdeviceptr ptr, size_t) {
   return CUDA_SUCCESS;
 }
 CUresult fake_set_access(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) {
+  if (fake.set_access_calls++ == fake.set_access_fails_at) return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
 }
 CUresult fake_device_get_attribute(int* value, CUdevice_attribute, CUdevice) {
@@ -205,6 +208,27 @@ TEST_F(FakeExpandableTest, MemoryGivenBackToMakeRoomIsMappedAgainNotCreatedAnew)
   ExpectConsistent(pool);
   EXPECT_TRUE(fake.handles.empty());
   EXPECT_EQ(fake.physical, 0u);
+}
+
+// A mapping call that fails halfway through a commit (the third granule of five) is an error for
+// the allocation, and leaves nothing behind: the granules mapped before it unmapped and released,
+// the block cached again in the pool, and the next allocation served.
+TEST_F(FakeExpandableTest, AMappingErrorHalfwayThroughACommitLosesNothing) {
+  CudaBackend backend(api_, 0, &driver_);
+  CachingAllocator pool(backend, CachingAllocator::Options{64 * kMiB, nullptr});
+  fake.set_access_fails_at = 2;
+  EXPECT_THROW(pool.allocate(10 * kMiB), CudaCallError);
+  EXPECT_THAT(pool.check_invariants(), ::testing::IsEmpty());
+  EXPECT_EQ(pool.stats().allocated_bytes, 0u);
+  ExpectConsistent(pool);
+  EXPECT_TRUE(fake.handles.empty()) << "memory made by the failed commit and not released";
+  void* a = pool.allocate(10 * kMiB);
+  EXPECT_EQ(pool.stats().reserved_bytes, 10 * kMiB);
+  ExpectConsistent(pool);
+  pool.free(a);
+  EXPECT_EQ(pool.release_cached(), 10 * kMiB);
+  EXPECT_EQ(pool.stats().segments, 0u) << "a segment the failed allocation lost";
+  EXPECT_TRUE(fake.handles.empty());
 }
 
 TEST_F(FakeExpandableTest, WhatIsKeptAndNotUsedGoesBackToTheDevice) {
