@@ -55,13 +55,26 @@ void install_cuda_allocator() {
 }
 #endif
 
+// The CUDA devices monet serves, found once and before any pool is made: the CPU pool takes its
+// budget from MONET_CPU_BUDGET where a GPU trains (else MONET_BUDGET), whichever of install(),
+// memory_stats() and empty_cache() comes first.
+void find_devices() {
+#ifdef MONET_TORCH_HAS_CUDA
+  static const bool found = [] {
+    pools::set_cuda_api(&linked_cuda_api());
+    return true;
+  }();
+  (void)found;
+#endif
+}
+
 }  // namespace
 
 void install() {
   static const bool done = [] {
     pools::validate_environment();
+    find_devices();
 #ifdef MONET_TORCH_HAS_CUDA
-    pools::set_cuda_api(&linked_cuda_api());
     if (pools::cuda_devices() > 0) install_cuda_allocator();
 #endif
     install_cpu_allocator();
@@ -73,10 +86,12 @@ void install() {
 }
 
 MemoryStats memory_stats(int device) {
+  find_devices();
   return device == kCpu ? pools::cpu().stats() : pools::cuda(device).stats();
 }
 
 void empty_cache() {
+  find_devices();
   for (CachingAllocator* pool : pools::all()) pool->release_cached();
 }
 
