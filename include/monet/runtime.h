@@ -86,14 +86,17 @@ struct Options {
   // path and ".margins", and taken by a job of the same budget and margin that starts again.
   // The Runtime's constructor throws ConfigError when the file's folder cannot be written. A state
   // measured on another input (dtype, device, its gradient asked for or not), other parameter
-  // dtypes, frozen parameters or autocast is not taken: the job measures afresh and writes over it.
+  // dtypes, frozen parameters, autocast, or another allow_rng_variants or substitute_variants, is
+  // not taken: the job measures afresh and writes over it.
   std::string predictor_state;
   // Which dims of the input vary between batches (the shape the predictor learns on and the plan
   // cache keys by), at most 4. Empty: dims 0 and 1 of a 2-D or 3-D input (batch, sequence); dims
   // 0, 2 and 3 of a 4-D one (batch, height, width); dims 0, 2, 3 and 4 of a 5-D one (batch, depth
   // or time, height, width); the one dim of a 1-D one; a ConfigError at the first step for an
   // input of more dims. A negative or repeated dim, or more than 4, is a ConfigError when the
-  // Runtime is made, a dim the input does not have one at the step.
+  // Runtime is made, a dim the input does not have one at the step. A dim not named that differs
+  // from the first input's is refused at the step (std::invalid_argument): plans are for one size
+  // of it.
   std::vector<int> varying_dims;
   // Plans cached, one per bucket of varying dims (least recently used dropped first).
   std::size_t plan_cache_capacity = 256;
@@ -117,8 +120,9 @@ struct Options {
   // Times each stage's operator modes are timed when a shape is measured, keeping each mode's
   // fastest time (bytes come from the first run). More repeats cost more measuring and give
   // steadier times, so that the planner does not pick a mode for one lucky timing
-  // (MONET_MEASURE_REPEATS, 1 to 20). Default 1.
+  // (MONET_MEASURE_REPEATS, 1 to kMaxMeasureRepeats, 20). Default 1.
   int measure_repeats = 1;
+  static constexpr int kMaxMeasureRepeats = 20;  // more would measure a shape for too long
 
   // The fields above from MONET_BUDGET, MONET_PLANNER, MONET_MARGIN, MONET_PREDICTOR_STATE,
   // MONET_STAGE_CLOCK and MONET_MEASURE_REPEATS.

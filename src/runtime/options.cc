@@ -32,9 +32,6 @@ double parse_fraction(const std::string& text, const char* variable) {
   return percent ? value / 100.0 : value;
 }
 
-// More timings than this would measure a new shape for longer than a job would want.
-constexpr int kMaxMeasureRepeats = 20;
-
 }  // namespace
 
 Options Options::from_env() {
@@ -58,11 +55,11 @@ Options Options::from_env() {
   if (auto path = env_value("MONET_PREDICTOR_STATE")) o.predictor_state = *path;
   if (auto repeats = env_value("MONET_MEASURE_REPEATS")) {
     const std::optional<long long> value = parse_whole_number(*repeats);
-    if (!value || *value < 1 || *value > kMaxMeasureRepeats) {
+    if (!value || *value < 1 || *value > Options::kMaxMeasureRepeats) {
       throw ConfigError(fmt::format(
           "MONET_MEASURE_REPEATS='{}' is not a count of timings; use a whole number from 1 (the "
           "default) to {} (3 keeps the planner from choosing a mode for one lucky timing)",
-          *repeats, kMaxMeasureRepeats));
+          *repeats, Options::kMaxMeasureRepeats));
     }
     o.measure_repeats = static_cast<int>(*value);
   }

@@ -160,12 +160,11 @@ class RuntimeImpl {
  public:
   RuntimeImpl(torch::nn::Sequential model, Options options)
       : model_(std::move(model)),
-        options_(std::move(options)),
+        options_(checked(std::move(options))),
         planner_(options_.strategy),
         cache_(cache_options(options_.plan_cache_capacity)),
         exact_cache_(cache_options(options_.plan_cache_capacity)),
         margins_(margin_options(options_)) {
-    check_options();
     // The predictor's state is saved after each measured shape: a folder that cannot take it is
     // named now, not after the job's first steps.
     if (!options_.predictor_state.empty()) {
@@ -258,8 +257,10 @@ class RuntimeImpl {
         at::Tensor loss = run_plan(stages_, plan.plan, input, anchor_);
         loss.backward();
         last_.measured_peak_bytes = static_cast<std::int64_t>(pool.peak_requested_since(mark));
-        if (!options_.plan_once) feedback(shape, plan, before);
+        // A shape measured by an attempt of this step that ran out of memory is this step's
+        // measurement: a peak above its plan is kept free, not measured yet again (feedback).
         last_.profiled = last_.profiled || measured_earlier;
+        if (!options_.plan_once) feedback(shape, plan, before);
         if (attempt == 0) relax_margins();
         ++stats_.steps;
         stats_.max_measured_peak_bytes =
@@ -340,52 +341,61 @@ class RuntimeImpl {
     return o;
   }
 
-  void check_options() const {
-    if (options_.budget_bytes < 0) {
+  // `o`, checked before any member is made from it: a bad value throws ConfigError naming it.
+  static Options checked(Options o) {
+    if (o.budget_bytes < 0) {
       throw ConfigError(
           fmt::format("monet::Options::budget_bytes is {}; give the budget in bytes, or 0 for none",
-                      options_.budget_bytes));
+                      o.budget_bytes));
     }
-    if (!(options_.margin >= 0.0 && options_.margin <= 0.9)) {
+    if (!(o.margin >= 0.0 && o.margin <= 0.9)) {
       throw ConfigError(fmt::format(
           "monet::Options::margin (MONET_MARGIN) is {}; use a fraction from 0 to 0.9 (0.10 is "
           "the default)",
-          options_.margin));
+          o.margin));
     }
-    if (!(options_.retry_margin_step > 0.0 && options_.retry_margin_step < 0.5)) {
+    if (!(o.retry_margin_step > 0.0 && o.retry_margin_step < 0.5)) {
       throw ConfigError(fmt::format(
           "monet::Options::retry_margin_step is {}; use a fraction above 0 and below 0.5",
-          options_.retry_margin_step));
+          o.retry_margin_step));
     }
-    if (options_.max_retries < 0) {
+    if (o.max_retries < 0) {
       throw ConfigError(
-          fmt::format("monet::Options::max_retries is {}; use 0 or more", options_.max_retries));
+          fmt::format("monet::Options::max_retries is {}; use 0 or more", o.max_retries));
     }
-    if (options_.margin_relax_steps < 0) {
+    if (o.margin_relax_steps < 0) {
       throw ConfigError(
           fmt::format("monet::Options::margin_relax_steps is {}; use 0 (never) or a count of steps",
-                      options_.margin_relax_steps));
+                      o.margin_relax_steps));
     }
-    for (std::size_t i = 0; i < options_.varying_dims.size(); ++i) {
-      const int d = options_.varying_dims[i];
-      const auto rest = options_.varying_dims.begin() + static_cast<std::ptrdiff_t>(i) + 1;
-      if (d < 0 || std::find(rest, options_.varying_dims.end(), d) != options_.varying_dims.end()) {
+    for (std::size_t i = 0; i < o.varying_dims.size(); ++i) {
+      const int d = o.varying_dims[i];
+      const auto rest = o.varying_dims.begin() + static_cast<std::ptrdiff_t>(i) + 1;
+      if (d < 0 || std::find(rest, o.varying_dims.end(), d) != o.varying_dims.end()) {
         throw ConfigError(fmt::format(
             "monet::Options::varying_dims names dim {} {}; name each varying dim of the input "
             "once, from 0 (empty: the runtime's default)",
             d, d < 0 ? "(negative)" : "twice"));
       }
     }
-    if (options_.varying_dims.size() > static_cast<std::size_t>(kMaxDims)) {
+    if (o.varying_dims.size() > static_cast<std::size_t>(kMaxDims)) {
       throw ConfigError(fmt::format(
           "monet::Options::varying_dims names {} dims; the predictor learns on at most {}: name "
           "only the dims that change between batches",
-          options_.varying_dims.size(), kMaxDims));
+          o.varying_dims.size(), kMaxDims));
     }
-    if (options_.measure_repeats < 1) {
-      throw ConfigError(fmt::format("monet::Options::measure_repeats is {}; use 1 or more",
-                                    options_.measure_repeats));
+    if (o.measure_repeats < 1 || o.measure_repeats > Options::kMaxMeasureRepeats) {
+      throw ConfigError(fmt::format(
+          "monet::Options::measure_repeats is {}; use 1 to {} (3 keeps the planner from choosing "
+          "a mode for one lucky timing)",
+          o.measure_repeats, Options::kMaxMeasureRepeats));
     }
+    if (o.plan_cache_capacity < 1) {
+      throw ConfigError(
+          "monet::Options::plan_cache_capacity is 0; the runtime caches at least one plan (256 is "
+          "the default)");
+    }
+    return o;
   }
 
   // A budget that cannot hold the model's parameters and buffers and the gradients of those that
@@ -481,6 +491,23 @@ class RuntimeImpl {
             d, rank, join_dims(sizes), rank - 1));
       }
       shape.push_back(input.size(d));
+    }
+    // The other dims are the first input's: a plan and what the predictor learnt hold for them.
+    if (!first_sizes_.empty()) {
+      for (int d = 0; d < rank; ++d) {
+        if (sizes[d] == first_sizes_[d] || std::find(dims.begin(), dims.end(), d) != dims.end()) {
+          continue;
+        }
+        std::string named;
+        for (int v : dims) named += (named.empty() ? "" : ", ") + std::to_string(v);
+        throw std::invalid_argument(fmt::format(
+            "monet::Runtime: dim {} of the input is {} ({}), where the first input it trained had "
+            "{} ({}), and it is not among the dims that vary ({}{}): plans and predictions hold "
+            "for one size of it. Name every dim that changes between batches in "
+            "Options::varying_dims",
+            d, sizes[d], join_dims(sizes), first_sizes_[d], join_dims(first_sizes_),
+            options_.varying_dims.empty() ? "by default " : "Options::varying_dims: ", named));
+      }
     }
     // Only an input taken: one whose dims were refused did not train, and sets no rank.
     if (first_sizes_.empty()) first_sizes_ = sizes;
@@ -635,6 +662,11 @@ class RuntimeImpl {
     out += frozen.empty() ? "; every parameter trains" : "; frozen: " + frozen;
     // Only where it is on, so that a state saved before monet followed autocast still matches.
     if (m.autocast != kernels::AutocastState()) out += "; autocast " + m.autocast.describe();
+    // And the options that change which operator modes a stage has, only where not the default:
+    // a state measured with regenerated dropout masks must not give its modes to a job that
+    // draws torch's (allow_rng_variants), nor lean modes to torch's own modules.
+    if (options_.allow_rng_variants) out += "; dropout redrawn in backward";
+    if (!options_.substitute_variants) out += "; torch's modules, no variants";
     return out;
   }
 
@@ -1136,8 +1168,20 @@ class RuntimeImpl {
   // the saved state covers, not even its first. Throws ConfigError when the state was saved for
   // another model; passes over, with a warning, one measured on another dtype, device or set of
   // trained parameters.
+  //
+  // Tried again at the next step where it throws, with the stages parted again: a job that goes on
+  // after the error neither measures afresh nor writes over a state saved for another model.
   void warm_start(const at::Tensor& input) {
+    try {
+      warm_start_from_file(input);
+    } catch (...) {
+      part_joined_stages(input);
+      throw;
+    }
     warm_start_tried_ = true;
+  }
+
+  void warm_start_from_file(const at::Tensor& input) {
     const std::string& path = options_.predictor_state;
     if (path.empty() || !std::filesystem::exists(path)) return;
     Predictor loaded = Predictor::load(path);

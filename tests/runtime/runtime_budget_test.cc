@@ -919,6 +919,51 @@ TEST(RuntimeBudget, WhatMeasurementsDoNotShowIsKeptFreeNotMeasuredAgain) {
   EXPECT_LE(r.budget_bytes, (64 << 20) - (4 << 20));
 }
 
+// The same where the step's first run ran out of memory after the shape was measured: the run
+// again plans on that measurement, and its peak above the plan is kept free, not measured again.
+struct HiddenTemporaryOfItsOwnImpl : torch::nn::Module {
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (!x.is_leaf()) {
+      const torch::Tensor hog = torch::ones({1 << 20});  // 4 MiB, freed at once
+    }
+    return x.clone();  // a stage of its own, whose input is a leaf in the measurement pass
+  }
+};
+TORCH_MODULE(HiddenTemporaryOfItsOwn);
+
+TEST(RuntimeBudget, AShapeMeasuredBeforeARetryIsNotMeasuredAgain) {
+  install();
+  torch::nn::Sequential model(torch::nn::Linear(64, 64), torch::nn::Tanh(),
+                              HiddenTemporaryOfItsOwn(), torch::nn::ReLU(),
+                              torch::nn::Linear(64, 8));
+  Options o;
+  o.budget_bytes = 64 << 20;
+  const torch::Tensor x = torch::randn({4, 64});
+  int calls = 0, throw_at = 0;
+  const auto loss = [&](const torch::Tensor& out) {
+    if (++calls == throw_at) {
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "out of memory (a step's first run, in a test)");
+    }
+    return out.square().mean();
+  };
+  {
+    Runtime probe(model, o);  // how many times the first step calls the loss: the last is its run
+    probe.step(x, loss);
+    ASSERT_TRUE(probe.last_step().profiled);
+  }
+  throw_at = calls;
+  calls = 0;
+  Runtime rt(model, o);
+  for (int i = 0; i < 3; ++i) {
+    model->zero_grad();
+    rt.step(x, loss);
+  }
+  const RuntimeStats stats = rt.stats();
+  EXPECT_EQ(stats.retries, 1);
+  EXPECT_EQ(stats.profiled_steps, 1);
+  EXPECT_LE(rt.last_step().budget_bytes, (64 << 20) - (4 << 20));
+}
+
 // The same at one batch size alone (101 rows): the bytes kept free for it hold for its steps
 // after another shape of its plan-cache bucket (102 rows) has planned for the bucket. Before, the
 // batch of 101 ran the bucket's plan, made without them.

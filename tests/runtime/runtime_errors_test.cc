@@ -459,7 +459,79 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
     EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("saved for another model"));
     EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("delete the state file"));
   }
+  // A job that goes on after the error meets it again, and the file stays the transformer's.
+  const auto bytes_of = [](const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string saved = bytes_of(path);
+  EXPECT_THROW(wrong.step(b.input, [&](const torch::Tensor& out) { return cnn->loss(out, b); }),
+               ConfigError);
+  EXPECT_EQ(bytes_of(path), saved);
   std::filesystem::remove(path);
+}
+
+// A state measured with regenerated dropout masks (allow_rng_variants) is not taken by a job
+// that draws torch's: its operator modes are not that job's, and the job measures afresh.
+TEST(RuntimeErrors, AStateOfRegeneratedMasksIsNotTakenWithoutAllowRngVariants) {
+  install();
+  auto w = testing::small_transformer();
+  const std::string path = testing::fresh_state_path("monet_runtime_rng_state.json");
+  const std::int64_t peak = workloads::unconstrained_peak(*w, 1).in_use_bytes;
+  Options o;
+  o.budget_bytes = peak / 2;
+  o.predictor_state = path;
+  o.allow_rng_variants = true;
+  const std::vector<workloads::Batch> batches = {w->largest_batch(), w->batch(5, 1)};
+  const auto train = [&](Runtime& rt) {
+    for (const workloads::Batch& b : batches) {
+      rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
+    }
+  };
+  auto first_model = w->make_model(3);
+  Runtime first(first_model, o);
+  train(first);
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_THAT(Predictor::load(path).measured_on(),
+              ::testing::HasSubstr("; dropout redrawn in backward"));
+  o.allow_rng_variants = false;
+  auto model = w->make_model(3);
+  Runtime restarted(model, o);
+  train(restarted);
+  EXPECT_GT(restarted.stats().profiled_steps, 0);
+  EXPECT_THAT(Predictor::load(path).measured_on(),
+              ::testing::Not(::testing::HasSubstr("dropout redrawn")));
+  std::filesystem::remove(path);
+}
+
+// A dim that is not among the varying ones keeps the first input's size: a plan and the
+// predictor's laws hold for one size of it. (A Conv1d's length, dim 2, where dims 0 and 1 vary.)
+TEST(RuntimeErrors, ADimThatDoesNotVaryMustNotChange) {
+  install();
+  torch::nn::Sequential model(torch::nn::Conv1d(torch::nn::Conv1dOptions(4, 8, 3).padding(1)),
+                              torch::nn::ReLU(),
+                              torch::nn::Conv1d(torch::nn::Conv1dOptions(8, 4, 3).padding(1)));
+  Options o;
+  o.budget_bytes = 64 << 20;
+  Runtime rt(model, o);
+  const auto loss = [](const torch::Tensor& out) { return out.square().mean(); };
+  rt.step(torch::randn({2, 4, 64}), loss);
+  rt.step(torch::randn({3, 4, 64}), loss);  // the batch varies
+  try {
+    rt.step(torch::randn({2, 4, 4096}), loss);
+    FAIL() << "a length the plans were not made for ran";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(std::string(e.what()),
+                ::testing::HasSubstr("dim 2 of the input is 4096 (2x4x4096), where the first "
+                                     "input it trained had 64 (2x4x64)"));
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("(by default 0, 1)"));
+    EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("Options::varying_dims"));
+  }
+  EXPECT_EQ(rt.stats().steps, 2);
+  o.varying_dims = {0, 2};
+  Runtime lengths(model, o);
+  lengths.step(torch::randn({2, 4, 64}), loss);
+  EXPECT_NO_THROW(lengths.step(torch::randn({2, 4, 256}), loss));
 }
 
 // An optimizer makes its state at its first step, after the first plans were made: a cached plan
@@ -730,6 +802,23 @@ TEST(RuntimeErrors, BadOptionsSayWhatToDo) {
   Options repeats;
   repeats.measure_repeats = 0;
   EXPECT_THROW(Runtime(w->make_model(1), repeats), ConfigError);
+  repeats.measure_repeats = Options::kMaxMeasureRepeats + 1;
+  try {
+    Runtime rt(w->make_model(1), repeats);
+    ADD_FAILURE() << "21 timings of every mode of a new shape were taken";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(std::string(e.what()),
+                ::testing::HasSubstr("monet::Options::measure_repeats is 21; use 1 to 20"));
+  }
+  Options no_cache;
+  no_cache.plan_cache_capacity = 0;
+  try {
+    Runtime rt(w->make_model(1), no_cache);
+    ADD_FAILURE() << "a cache of no plans was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(std::string(e.what()),
+                ::testing::HasSubstr("monet::Options::plan_cache_capacity is 0"));
+  }
   // A predictor state in a folder that is not there: named when the runtime is made, not when it
   // first saves, after a measured step.
   Options state;
