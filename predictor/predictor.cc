@@ -200,6 +200,13 @@ void Predictor::check_indices(int stage, int variant) const {
 void Predictor::check_costs(int stage, int variant, const VariantCosts& measured) const {
   for (Quantity q : kAllQuantities) {
     const double v = quantity_value(measured, q);
+    if (!is_bytes(q) && v > kMaxChainSeconds) {
+      throw std::invalid_argument(fmt::format(
+          "monet predictor: stage '{}' (index {}), variant '{}': {} = {} s is more than a stage "
+          "can take ({} s, about 32 years): check what measured it",
+          layout_[stage].name, stage, layout_[stage].variants[variant], quantity_name(q), v,
+          kMaxChainSeconds));
+    }
     if (std::isfinite(v) && v >= 0.0) continue;
     throw std::invalid_argument(fmt::format(
         "monet predictor: stage '{}' (index {}), variant '{}': {} = {} is not a measurement; "

@@ -305,6 +305,19 @@ Predictor Predictor::from_json(const json& state, const std::string& source) {
         if (p.profiled_shapes() > 0) p.refit(i, v);
       }
     }
+    // A shape no variant measured would count as profiled (widening the range predictions are
+    // confident in) and never be asked for: observe() refuses a chain that measures nothing.
+    for (int id = 0; id < p.profiled_shapes(); ++id) {
+      bool measured = false;
+      for (int i = 0; i < p.num_stages() && !measured; ++i) {
+        for (const VariantModel& m : p.models_[i]) measured = measured || m.measured(id);
+      }
+      if (!measured) {
+        r.at() = fmt::format("shapes[{}]", id);
+        r.fail(fmt::format("{} is measured by no variant of any stage",
+                           shapes[static_cast<std::size_t>(id)].dump()));
+      }
+    }
     return p;
   } catch (const nlohmann::json::exception& e) {
     r.fail(plain(e));

@@ -12,6 +12,11 @@
 
 namespace monet {
 
+// The longest time a stage's number may hold, seconds: 1e9 (about 32 years), so that the
+// planners' sums of times over stages and recomputations stay finite. The predictor refuses a
+// measurement above it, the planner a chain.
+inline constexpr double kMaxChainSeconds = 1e9;
+
 struct VariantCosts {
   std::string name = "default";  // the first variant of a stage is its default implementation
   std::int64_t out_bytes = 0;    // size of the stage's output x(i)

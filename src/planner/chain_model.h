@@ -19,9 +19,7 @@ inline constexpr std::int64_t kMaxChainBytes = std::int64_t{1} << 50;
 // mark of what no plan reaches (2^61), however many stages share the bytes. 2,047 stages of 1 PiB
 // reached that mark, and the checkpoint DP then found no way to the chain's end.
 inline constexpr std::int64_t kMaxChainTotalBytes = std::int64_t{1} << 58;
-// The longest time a chain may hold, seconds: 1e9 (about 32 years), so that the planners' sums of
-// times over stages and recomputations stay finite.
-inline constexpr double kMaxChainSeconds = 1e9;
+// kMaxChainSeconds, the longest time a chain may hold, is monet/chain.h's.
 
 // Throws ConfigError, prefixed with `source` and naming the stage (index and name), the variant
 // and the field, for: a chain without stages, a stage without variants, an empty or repeated

@@ -63,6 +63,18 @@ TEST(PredictorErrors, InfiniteTimeIsRefused) {
   EXPECT_THROW(p.observe({8, 64}, 0, 0, v), std::invalid_argument);
 }
 
+// A time the planners could not sum (about 32 years and more) is no measurement either: its
+// running squares would overflow, and the state saved with them would not load again.
+TEST(PredictorErrors, ATimeNoStageTakesIsRefused) {
+  Predictor p = two_stages();
+  VariantCosts v = costs(1024, 1e-3);
+  v.fwd_time = 1e160;
+  const std::string m = message_of<std::invalid_argument>([&] { p.observe({8, 64}, 0, 0, v); });
+  EXPECT_NE(m.find("fwd_time = 1e+160 s is more than a stage can take"), std::string::npos) << m;
+  v.fwd_time = kMaxChainSeconds;
+  EXPECT_NO_THROW(p.observe({8, 64}, 0, 0, v));
+}
+
 TEST(PredictorErrors, ShapeWithOtherNumberOfDimsIsRefused) {
   Predictor p = two_stages();
   p.observe({8, 64}, 0, 0, costs(1024, 1e-3));

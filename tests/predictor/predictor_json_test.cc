@@ -127,6 +127,16 @@ std::string error_of(const nlohmann::json& state) {
   return "";
 }
 
+// A shape no variant measured would count as profiled, widen the range predictions are confident
+// in, and never be asked for (observe() refuses a chain that measures nothing).
+TEST(PredictorJson, AShapeNoVariantMeasuredIsRefused) {
+  nlohmann::json j = trained().to_json();
+  j["shapes"].push_back({256, 4096});
+  EXPECT_EQ(error_of(j),
+            "monet predictor state 's.json': shapes[3]: [256,4096] is measured by no variant of "
+            "any stage; fix the file or delete it to start without a warm start");
+}
+
 // A hand-edited or damaged state is refused with where in the file the fault is, never loaded
 // from a number that is not one.
 TEST(PredictorJson, AnErrorNamesTheFieldAtFault) {
