@@ -15,7 +15,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-torchvision
 )
-packages+=("$@")  # what a script needs besides (scripts/fuzz: clang)
+packages+=("$@")  # what a script needs besides (scripts/fuzz: clang and its runtimes)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -32,7 +32,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -256,6 +255,9 @@ class Bench {
       c.stats = r.stats;
     } catch (const monet::InfeasibleBudgetError& e) {
       infeasible(e.what(), e.min_feasible_bytes);
+    } catch (const monet::BudgetBelowModelError& e) {
+      // A share of the peak below the model's weights and gradients: the cell, not the run.
+      infeasible(e.what(), 0);
     } catch (const c10::OutOfMemoryError& e) {
       // Outside a step (the model or a batch did not fit): no plan was tried, so no least budget
       // is known.
@@ -743,10 +745,9 @@ class Bench {
     monet::check_writable(out + "/results.json", "--out", "the results");
   }
 
+  // Whole or not at all: a run stopped while it writes leaves the last report as it was.
   static void write(const std::string& path, const std::string& text) {
-    std::ofstream out(path);
-    out << text;
-    if (!out) throw monet::ConfigError("cannot write " + path + "; give --out a writable folder");
+    monet::write_file_atomically(path, text, "monet-bench (--out)", "the report");
   }
 
   Flags flags_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -12,6 +13,17 @@ namespace monet {
 class ConfigError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
+};
+
+// A budget below what the model holds before any activation: its parameters and buffers and the
+// gradients of those that train, on the device the budget caps. monet::Runtime's constructor
+// throws it; what() says both numbers.
+class BudgetBelowModelError : public ConfigError {
+ public:
+  BudgetBelowModelError(const std::string& message, std::int64_t model_bytes)
+      : ConfigError(message), model_bytes(model_bytes) {}
+
+  std::int64_t model_bytes;  // what the model holds: parameters, buffers, gradients
 };
 
 // A use of autograd that monet's checkpointed segments cannot serve: gradients of gradients

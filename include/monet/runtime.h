@@ -178,9 +178,9 @@ class Runtime {
   using LossFn = std::function<torch::Tensor(const torch::Tensor& output)>;
 
   // Wraps `model` (its modules and parameters are used as they are, not copied). Installs monet's
-  // allocator. Throws ConfigError for bad options, an empty model, or a budget that cannot hold the
-  // model's parameters and buffers and the gradients of those that train (on the parameters'
-  // device), saying what it must hold.
+  // allocator. Throws ConfigError for bad options or an empty model, and BudgetBelowModelError (a
+  // ConfigError, monet/errors.h) for a budget that cannot hold the model's parameters and buffers
+  // and the gradients of those that train (on the parameters' device), saying what it must hold.
   explicit Runtime(torch::nn::Sequential model, Options options = Options::from_env());
   ~Runtime();
   Runtime(const Runtime&) = delete;

@@ -416,13 +416,15 @@ class RuntimeImpl {
       if (b.device() == device) weights += static_cast<std::int64_t>(b.nbytes());
     }
     if (weights + gradients <= options_.budget_bytes) return;
-    throw ConfigError(fmt::format(
-        "monet::Runtime: a budget of {} cannot hold the model on {}: its parameters and buffers "
-        "take {} and the gradients of those that train {}, {} before any activation or optimizer "
-        "state. Raise MONET_BUDGET (Options::budget_bytes) well above {}",
-        format_bytes(options_.budget_bytes), device.str(), format_bytes(weights),
-        format_bytes(gradients), format_bytes(weights + gradients),
-        format_bytes(weights + gradients)));
+    throw BudgetBelowModelError(
+        fmt::format(
+            "monet::Runtime: a budget of {} cannot hold the model on {}: its parameters and "
+            "buffers take {} and the gradients of those that train {}, {} before any activation "
+            "or optimizer state. Raise MONET_BUDGET (Options::budget_bytes) well above {}",
+            format_bytes(options_.budget_bytes), device.str(), format_bytes(weights),
+            format_bytes(gradients), format_bytes(weights + gradients),
+            format_bytes(weights + gradients)),
+        weights + gradients);
   }
 
   // The substitutes take their originals' training flags: the model's train() or eval(), and a
