@@ -115,8 +115,20 @@ Predictor::Predictor(std::vector<StageLayout> stages, PredictorOptions options)
     throw std::invalid_argument(
         "monet predictor: the layout has no stages; give one StageLayout per stage of the chain");
   }
+  // The planner refuses a chain whose stage or variant names are empty or repeat
+  // (validate_chain): the predictor's chains would name them so, so its layout may not either.
+  std::set<std::string> stage_names;
   for (std::size_t i = 0; i < layout_.size(); ++i) {
     const StageLayout& s = layout_[i];
+    if (s.name.empty() || !stage_names.insert(s.name).second) {
+      throw std::invalid_argument(fmt::format(
+          "monet predictor: stage {} {}; give every stage a name of its own", i,
+          s.name.empty() ? "has no name" : fmt::format("repeats the name '{}'", s.name)));
+    }
+    if (std::find(s.variants.begin(), s.variants.end(), std::string()) != s.variants.end()) {
+      throw std::invalid_argument(fmt::format(
+          "monet predictor: stage '{}' (index {}) has a variant without a name", s.name, i));
+    }
     if (s.variants.empty()) {
       throw std::invalid_argument(fmt::format(
           "monet predictor: stage '{}' (index {}) has no variants; give at least its default "

@@ -63,6 +63,17 @@ TEST(PredictorErrors, InfiniteTimeIsRefused) {
   EXPECT_THROW(p.observe({8, 64}, 0, 0, v), std::invalid_argument);
 }
 
+// Stage and variant names the planner would refuse in the predicted chain are refused at once.
+TEST(PredictorErrors, EmptyOrRepeatedNamesAreRefused) {
+  const auto message = [](std::vector<StageLayout> layout) {
+    return message_of<std::invalid_argument>([&] { Predictor p(std::move(layout)); });
+  };
+  EXPECT_NE(message({{"a"}, {"a"}}).find("stage 1 repeats the name 'a'"), std::string::npos);
+  EXPECT_NE(message({{"a"}, {""}}).find("stage 1 has no name"), std::string::npos);
+  EXPECT_NE(message({{"a", {"default", ""}}}).find("has a variant without a name"),
+            std::string::npos);
+}
+
 // A time the planners could not sum (about 32 years and more) is no measurement either: its
 // running squares would overflow, and the state saved with them would not load again.
 TEST(PredictorErrors, ATimeNoStageTakesIsRefused) {
