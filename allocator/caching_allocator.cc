@@ -301,11 +301,16 @@ bool CachingAllocator::commit(Block* block) {
   if (committed) return true;
   // The device itself is full: give back everything cached, then try once more.
   process_events(/*wait=*/true);
-  DecommitHold all(*this);
-  decommit_free();
-  all.end();
+  decommit_all_free();
   release_free_segments();
   return commit_granules(block);
+}
+
+std::size_t CachingAllocator::decommit_all_free() {
+  DecommitHold hold(*this);
+  const std::size_t released = decommit_free();
+  hold.end();
+  return released;
 }
 
 CachingAllocator::DecommitHold::DecommitHold(CachingAllocator& pool) : pool_(pool) {
@@ -534,9 +539,7 @@ CachingAllocator::SegmentMap::iterator CachingAllocator::release_free_segment(
 std::size_t CachingAllocator::release_cached() {
   std::lock_guard<std::mutex> lock(mutex_);
   process_events(/*wait=*/true);
-  DecommitHold hold(*this);
-  const std::size_t decommitted = decommit_free();
-  hold.end();
+  const std::size_t decommitted = decommit_all_free();
   return decommitted + release_free_segments();
 }
 
@@ -680,9 +683,7 @@ void CachingAllocator::set_budget_bytes(std::size_t bytes) {
   // A lower budget takes effect at once as far as cached memory allows.
   if (bytes != 0 && stats_.reserved_bytes > bytes) {
     process_events(/*wait=*/true);
-    DecommitHold hold(*this);
-    decommit_free();
-    hold.end();
+    decommit_all_free();
     release_free_segments();
   }
 }

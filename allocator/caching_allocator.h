@@ -165,6 +165,8 @@ class CachingAllocator {
   // `under_mark`, they are given back to stay under the high-water mark, and recorded as such
   // (Segment::given_back).
   std::size_t decommit_free(std::size_t at_least = SIZE_MAX, bool under_mark = false);
+  // decommit_free() of every such granule, inside one DecommitHold (below): one wait on CUDA.
+  std::size_t decommit_all_free();
   std::size_t decommit_range(Segment& segment, std::size_t first, std::size_t last,
                              bool under_mark = false);
   void release_segment(Segment& segment);

@@ -136,19 +136,15 @@ variable_list backward_from_output(const at::Tensor& g, const KeptBatchNorm& kep
     x_hat = x_hat.index_copy(1, weak,
                              (kept.weak_input - kept.mean.index_select(0, weak).view(weak_view)) *
                                  invstd.index_select(0, weak).view(weak_view));
-    if (x_hat.scalar_type() == y.scalar_type()) {
-      std::tie(grad_x, grad_weight, grad_bias) =
-          batch_norm_backward_kernel(kept.backend, kept.reserve, g, x_hat, invstd * weight,
-                                     at::zeros_like(invstd), at::ones_like(invstd), eps, wanted);
-    } else {
-      // A bfloat16 or half y under autocast, with fp32 weights: x_hat came out in fp32. The
-      // backward kernels take one dtype for input and gradient, so it runs in fp32 on ATen's
-      // native kernel (cuDNN's reserve was made for y's dtype) and grad_x goes back to y's.
-      std::tie(grad_x, grad_weight, grad_bias) = batch_norm_backward_kernel(
-          /*native*/ 0, at::Tensor(), g.to(x_hat.scalar_type()), x_hat, invstd * weight,
-          at::zeros_like(invstd), at::ones_like(invstd), eps, wanted);
-      grad_x = grad_x.to(y.scalar_type());
-    }
+    // A bfloat16 or half y under autocast, with fp32 weights: x_hat came out in fp32. The
+    // backward kernels take one dtype for input and gradient, so it then runs in fp32 on ATen's
+    // native kernel (cuDNN's reserve was made for y's dtype) and grad_x goes back to y's.
+    const bool promoted = x_hat.scalar_type() != y.scalar_type();
+    std::tie(grad_x, grad_weight, grad_bias) = batch_norm_backward_kernel(
+        promoted ? /*native*/ 0 : kept.backend, promoted ? at::Tensor() : kept.reserve,
+        promoted ? g.to(x_hat.scalar_type()) : g, x_hat, invstd * weight, at::zeros_like(invstd),
+        at::ones_like(invstd), eps, wanted);
+    if (promoted) grad_x = grad_x.to(y.scalar_type());
   }
   return {grad_x, weight.defined() ? grad_weight : at::Tensor(),
           bias.defined() ? grad_bias : at::Tensor()};

@@ -181,7 +181,8 @@ void* dlopen_as(const void* caller, const char* file, int mode) {
     return real_dlopen()(file, mode);
   }
   const std::vector<std::string> theirs = search_folders(map);
-  const std::vector<std::string> ours =
+  // This library's, the same for the process's life (LD_LIBRARY_PATH is read at its start).
+  static const std::vector<std::string> ours =
       own_link_map() ? search_folders(own_link_map()) : std::vector<std::string>();
   std::size_t end = 0;  // past the last folder of theirs that is not ours
   for (std::size_t i = 0; i < theirs.size(); ++i) {
@@ -308,22 +309,14 @@ CachingAllocator* current_pool(const CudaApi& real) {
   return &pools::cuda(device);
 }
 
-// The device whose pool handed out `ptr`, or -1 where no pool did. Every pool made so far is
-// asked, whichever device is current: CUDA frees memory with another device current, and so does
-// PyTorch when it empties its cache. No pool is made for asking.
-int owning_device(const void* ptr) {
+// The device whose pool answers `ask` for `ptr` (owns: handed it out; holds: holds its memory, in
+// use or cached), or -1 where none does. Every pool made so far is asked, whichever device is
+// current: CUDA frees memory with another device current, and so does PyTorch when it empties its
+// cache. No pool is made for asking.
+int device_whose_pool(bool (CachingAllocator::*ask)(const void*), const void* ptr) {
   for (int d = 0; d < pools::cuda_devices(); ++d) {
     CachingAllocator* pool = pools::cuda_if_made(d);
-    if (pool != nullptr && pool->owns(ptr)) return d;
-  }
-  return -1;
-}
-
-// The device whose pool holds the memory at `ptr` (in use or cached), or -1.
-int holding_device(const void* ptr) {
-  for (int d = 0; d < pools::cuda_devices(); ++d) {
-    CachingAllocator* pool = pools::cuda_if_made(d);
-    if (pool != nullptr && pool->holds(ptr)) return d;
+    if (pool != nullptr && (pool->*ask)(ptr)) return d;
   }
   return -1;
 }
@@ -374,11 +367,11 @@ __attribute__((visibility("default"))) cudaError_t cudaFree(void* ptr) {
   // cudaFree(nullptr) is how programs create the CUDA context: pass it on.
   if (ptr == nullptr) return real->free(ptr);
   return preload::answer("cudaFree", [&] {
-    const int device = preload::owning_device(ptr);
+    const int device = preload::device_whose_pool(&CachingAllocator::owns, ptr);
     if (device < 0) {
       // Memory of monet's that is not handed out: freed twice. The real cudaFree would give back
       // monet's whole segment, which it hands out again; CUDA answers such a free so.
-      const int holder = preload::holding_device(ptr);
+      const int holder = preload::device_whose_pool(&CachingAllocator::holds, ptr);
       if (holder < 0) return real->free(ptr);
       preload::report_failure(fmt::format(
           "monet: cudaFree of {} on cuda:{}, which monet did not hand out or already took back "

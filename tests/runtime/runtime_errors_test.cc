@@ -401,11 +401,7 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
   o.predictor_state = path;
   std::vector<workloads::Batch> batches = {w->largest_batch()};
   for (int i = 0; i < 12; ++i) batches.push_back(w->batch(5, i));
-  const auto train = [&](Runtime& rt) {
-    for (const workloads::Batch& b : batches) {
-      rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
-    }
-  };
+  const auto train = [&](Runtime& rt) { testing::train(rt, *w, batches); };
   auto first_model = w->make_model(3);
   Runtime first(first_model, o);
   train(first);
@@ -483,11 +479,7 @@ TEST(RuntimeErrors, AStateOfRegeneratedMasksIsNotTakenWithoutAllowRngVariants) {
   o.predictor_state = path;
   o.allow_rng_variants = true;
   const std::vector<workloads::Batch> batches = {w->largest_batch(), w->batch(5, 1)};
-  const auto train = [&](Runtime& rt) {
-    for (const workloads::Batch& b : batches) {
-      rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
-    }
-  };
+  const auto train = [&](Runtime& rt) { testing::train(rt, *w, batches); };
   auto first_model = w->make_model(3);
   Runtime first(first_model, o);
   train(first);

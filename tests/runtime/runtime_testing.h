@@ -43,6 +43,14 @@ inline std::string fresh_state_path(const std::string& name) {
   return path;
 }
 
+// One step of `rt` on each of `batches`, with the workload's loss.
+inline void train(Runtime& rt, const workloads::Workload& w,
+                  const std::vector<workloads::Batch>& batches) {
+  for (const workloads::Batch& b : batches) {
+    rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });
+  }
+}
+
 // A transformer small enough for tests, whose activations (attention) outweigh its parameters.
 inline std::unique_ptr<workloads::Workload> small_transformer(std::int64_t max_seq = 128) {
   workloads::TransformerConfig c;
