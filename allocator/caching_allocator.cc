@@ -105,7 +105,13 @@ void CachingAllocator::free(void* ptr) {
   try {
     for (Stream s : block->other_streams) events.push_back(backend_.record_event(s));
   } catch (...) {
-    for (Event e : events) backend_.destroy_event(e);
+    // The recording's error is the one reported; these go back as far as the backend lets.
+    for (Event e : events) {
+      try {
+        backend_.destroy_event(e);
+      } catch (...) {
+      }
+    }
     throw;
   }
   active_.erase(it);
@@ -357,17 +363,19 @@ bool CachingAllocator::commit_granules(Block* block) {
     segment.committed_bytes += bytes;
     stats_.reserved_bytes += bytes;
     stats_.committed_bytes_total += bytes;
+    // Counted run by run: a later run that fails leaves the peaks above what is reserved.
+    stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+    high_water_ = std::max(high_water_, stats_.reserved_bytes);
     g = segment.committed.run_end(end, last + 1, true);
   }
-  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
-  high_water_ = std::max(high_water_, stats_.reserved_bytes);
   return true;
 }
 
 std::size_t CachingAllocator::decommit_range(Segment& segment, std::size_t first, std::size_t last,
-                                             bool under_mark) {
-  std::size_t released = 0;
-  // Runs of committed granules, each given back in one call.
+                                             bool under_mark, std::size_t* released) {
+  const std::size_t before = *released;
+  // Runs of committed granules, each given back in one call and counted as it is: where a later
+  // run's call fails, what the earlier ones gave back is counted given back.
   std::size_t g = segment.committed.run_end(first, last, false);
   while (g < last) {
     const std::size_t end = segment.committed.run_end(g, last, true);
@@ -375,13 +383,13 @@ std::size_t CachingAllocator::decommit_range(Segment& segment, std::size_t first
     backend_.decommit(segment.base + g * granularity_, bytes);
     segment.committed.set(g, end, false);
     if (under_mark) segment.given_back.set(g, end, true);
-    released += bytes;
+    segment.committed_bytes -= bytes;
+    stats_.reserved_bytes -= bytes;
+    stats_.decommitted_bytes_total += bytes;
+    *released += bytes;
     g = segment.committed.run_end(end, last, false);
   }
-  segment.committed_bytes -= released;
-  stats_.reserved_bytes -= released;
-  stats_.decommitted_bytes_total += released;
-  return released;
+  return *released - before;
 }
 
 std::size_t CachingAllocator::decommit_free(std::size_t at_least, bool under_mark) {
@@ -390,6 +398,14 @@ std::size_t CachingAllocator::decommit_free(std::size_t at_least, bool under_mar
   // Large holes first, the largest of each stream first (a set is ordered by stream, then size),
   // each from its end: what is given back is then a few long runs, and the holes' starts, which
   // the next best fit reuses, stay committed.
+  // A give-back that fails partway (a backend error) still counts the wait it made.
+  struct CountDecommit {
+    const std::size_t& released;
+    std::uint64_t& decommits;
+    ~CountDecommit() {
+      if (released > 0) ++decommits;
+    }
+  } count{released, stats_.decommits};
   for (FreeSet* pool : {&large_free_, &small_free_}) {
     for (auto it = pool->rbegin(); it != pool->rend() && released < at_least; ++it) {
       Segment& segment = *it->segment;
@@ -400,23 +416,28 @@ std::size_t CachingAllocator::decommit_free(std::size_t at_least, bool under_mar
       const std::size_t wanted = at_least - released;
       const std::size_t granules = wanted / granularity_ + (wanted % granularity_ != 0 ? 1 : 0);
       const std::size_t g = segment.committed.start_of_last(first, last, granules);
-      if (g < last) released += decommit_range(segment, g, last, under_mark);
+      if (g < last) decommit_range(segment, g, last, under_mark, &released);
     }
   }
-  if (released > 0) ++stats_.decommits;
   return released;
 }
 
 void CachingAllocator::release_segment(Segment& segment) {
-  if (granularity_ == 0) {
-    stats_.reserved_bytes -= segment.size;
-  } else {
+  if (granularity_ != 0) {
     DecommitHold hold(*this);
-    const std::size_t released = decommit_range(segment, 0, segment.committed.size());
+    std::size_t released = 0;
+    try {
+      decommit_range(segment, 0, segment.committed.size(), /*under_mark=*/false, &released);
+    } catch (...) {
+      if (released > 0) ++stats_.decommits;
+      throw;
+    }
     hold.end();
     if (released > 0) ++stats_.decommits;
   }
+  // Counted once the backend has it back: where it refuses, the segment stays the pool's, whole.
   backend_.release(segment.base, segment.size);
+  if (granularity_ == 0) stats_.reserved_bytes -= segment.size;
 }
 
 void CachingAllocator::split(Block* block, std::size_t size) {
@@ -469,8 +490,9 @@ void CachingAllocator::process_events(bool wait) {
       return;
     }
     pending_.pop_front();
-    backend_.destroy_event(p.event);
+    // The block first: an event the backend fails to destroy leaves no block pending for ever.
     if (--p.block->pending_events == 0) make_free(p.block);
+    backend_.destroy_event(p.event);
   }
 }
 
@@ -528,8 +550,9 @@ std::size_t CachingAllocator::release_free_segments(std::size_t bytes) {
 CachingAllocator::SegmentMap::iterator CachingAllocator::release_free_segment(
     SegmentMap::iterator it) {
   Block* head = it->second.head;
-  pool_of(*head).erase(pool_of(*head).iterator_to(*head));
+  // Released first: where the backend refuses, the segment and its free block stay as they were.
   release_segment(it->second);
+  pool_of(*head).erase(pool_of(*head).iterator_to(*head));
   --stats_.segments;
   ++stats_.segment_releases;
   recycle(head);

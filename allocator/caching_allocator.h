@@ -167,8 +167,11 @@ class CachingAllocator {
   std::size_t decommit_free(std::size_t at_least = SIZE_MAX, bool under_mark = false);
   // decommit_free() of every such granule, inside one DecommitHold (below): one wait on CUDA.
   std::size_t decommit_all_free();
-  std::size_t decommit_range(Segment& segment, std::size_t first, std::size_t last,
-                             bool under_mark = false);
+  // Gives back the committed granules of [first, last) in `segment`, run by run, each counted as
+  // it goes (in `*released` too): a backend error partway leaves the statistics as the backend
+  // left the granules. Returns the bytes this call gave back.
+  std::size_t decommit_range(Segment& segment, std::size_t first, std::size_t last, bool under_mark,
+                             std::size_t* released);
   void release_segment(Segment& segment);
   // From its making until end() (or its end of scope), the backend may keep what decommit() gives
   // back (Backend::hold_decommitted): on CUDA the first decommit waits for the device and the rest

@@ -132,7 +132,7 @@ bool CudaBackend::commit(void* ptr, std::size_t bytes) {
     } else {
       const CUresult status = driver_->create(&handle, granularity_, &prop_, 0);
       if (status == CUDA_ERROR_OUT_OF_MEMORY) {
-        if (offset != 0) decommit(ptr, offset);  // all or nothing
+        unmap_unused(base, offset);  // all or nothing
         return false;
       }
       check(status, "cuMemCreate");
@@ -147,17 +147,26 @@ bool CudaBackend::commit(void* ptr, std::size_t bytes) {
       // far as the driver lets), and the first error is the one reported.
       if (mapped) driver_->unmap(base + offset, granularity_);
       driver_->release(handle);
-      if (offset != 0) {
-        try {
-          decommit(ptr, offset);
-        } catch (...) {
-        }
-      }
+      unmap_unused(base, offset);
       throw;
     }
     handles_.emplace(base + offset, handle);
   }
   return true;
+}
+
+void CudaBackend::unmap_unused(CUdeviceptr base, std::size_t bytes) {
+  for (std::size_t offset = 0; offset < bytes; offset += granularity_) {
+    auto it = handles_.find(base + offset);
+    if (it == handles_.end()) continue;
+    driver_->unmap(base + offset, granularity_);
+    if (holding_) {
+      spare_.push_back(it->second);
+    } else {
+      driver_->release(it->second);
+    }
+    handles_.erase(it);
+  }
 }
 
 void CudaBackend::decommit(void* ptr, std::size_t bytes) {
@@ -168,15 +177,31 @@ void CudaBackend::decommit(void* ptr, std::size_t bytes) {
   if (!synchronized_) check(api_.device_synchronize(), "cudaDeviceSynchronize");
   synchronized_ = holding_;
   const auto base = reinterpret_cast<CUdeviceptr>(ptr);
+  // All or nothing, as the pool counts a run: every granule unmapped first, and where the driver
+  // refuses one, those unmapped before it mapped again (as far as the driver lets) before the
+  // error is reported, so that no granule the pool counts as committed is left without memory.
+  std::vector<std::unordered_map<CUdeviceptr, CUmemGenericAllocationHandle>::iterator> unmapped;
   for (std::size_t offset = 0; offset < bytes; offset += granularity_) {
     auto it = handles_.find(base + offset);
     if (it == handles_.end()) continue;
-    check(driver_->unmap(base + offset, granularity_), "cuMemUnmap");
-    if (holding_) {
-      spare_.push_back(it->second);
-    } else {
-      check(driver_->release(it->second), "cuMemRelease");
+    const CUresult status = driver_->unmap(base + offset, granularity_);
+    if (status != CUDA_SUCCESS) {
+      CUmemAccessDesc access{};
+      access.location = prop_.location;
+      access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      for (const auto& done : unmapped) {
+        driver_->map(done->first, granularity_, 0, done->second, 0);
+        driver_->set_access(done->first, granularity_, &access, 1);
+      }
+      check(status, "cuMemUnmap");
     }
+    unmapped.push_back(it);
+  }
+  // Given back, as the pool counts it. A handle the driver does not release now is kept spare:
+  // the next commit maps it, or the end of the next hold releases it and reports the driver's
+  // error.
+  for (const auto& it : unmapped) {
+    if (holding_ || driver_->release(it->second) != CUDA_SUCCESS) spare_.push_back(it->second);
     handles_.erase(it);
   }
 }

@@ -60,6 +60,10 @@ class CudaBackend : public Backend {
  private:
   void check(cudaError_t status, const char* what) const;
   void check(CUresult status, const char* what) const;
+  // Unmaps the granules of [base, base + bytes) that this backend mapped, keeping their memory
+  // where the pool holds what it gives back and releasing it otherwise, as far as the driver lets,
+  // without waiting for the device: a commit's own granules, which nothing can have used yet.
+  void unmap_unused(CUdeviceptr base, std::size_t bytes);
 
   const CudaApi& api_;
   const CudaDriverApi* driver_;  // null: whole segments

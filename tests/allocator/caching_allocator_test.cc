@@ -710,6 +710,119 @@ TEST_F(GranularPoolTest, GranulesGivenBackAndWantedAgainRaiseTheMark) {
   }
 }
 
+// A host backend whose commit, decommit or release fails at a chosen call (counted from 0), as a
+// CUDA mapping call may: a backend error partway must leave the pool's statistics as the backend
+// left its memory.
+struct FailingBackend : HostBackend {
+  using HostBackend::HostBackend;
+  bool commit(void* ptr, std::size_t bytes) override {
+    if (commits++ == commit_fails_at) throw std::runtime_error("cuMemMap failed (test)");
+    return HostBackend::commit(ptr, bytes);
+  }
+  void decommit(void* ptr, std::size_t bytes) override {
+    if (decommits++ == decommit_fails_at) throw std::runtime_error("cuMemUnmap failed (test)");
+    HostBackend::decommit(ptr, bytes);
+  }
+  void release(void* segment, std::size_t bytes) override {
+    if (releases++ == release_fails_at) throw std::runtime_error("cuMemAddressFree failed (test)");
+    HostBackend::release(segment, bytes);
+  }
+  int commits = 0, decommits = 0, releases = 0;
+  int commit_fails_at = -1, decommit_fails_at = -1, release_fails_at = -1;
+};
+
+// Five 4 MiB blocks in one 20 MiB segment, the first and third freed and their holes given back:
+// a free block on each side of the second.
+std::vector<void*> two_holes_given_back(CachingAllocator& pool) {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 5; ++i) blocks.push_back(pool.allocate(4 * kMiB));
+  pool.free(blocks[0]);
+  pool.free(blocks[2]);
+  pool.release_cached();
+  return blocks;
+}
+
+// A block over two uncommitted runs (the holes either side of a freed middle) whose second commit
+// fails: the allocation fails, the first run stays committed and counted, and the peaks are never
+// below what is reserved.
+TEST(PoolGranules, ACommitThatFailsAtItsSecondRunKeepsThePeaksAboveWhatIsReserved) {
+  FailingBackend backend;  // 2 MiB granules
+  CachingAllocator pool(backend, {});
+  std::vector<void*> blocks = two_holes_given_back(pool);
+  pool.free(blocks[1]);  // one free block of 12 MiB: 4 uncommitted, 4 committed, 4 uncommitted
+  pool.reset_peaks();
+  backend.commit_fails_at = backend.commits + 1;
+  EXPECT_THROW(pool.allocate(12 * kMiB), std::runtime_error);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  EXPECT_EQ(pool.stats().reserved_bytes, backend.held_bytes());
+  EXPECT_EQ(pool.stats().reserved_bytes, 16 * kMiB) << "the first run, committed before the error";
+  void* a = pool.allocate(12 * kMiB);
+  EXPECT_EQ(pool.stats().reserved_bytes, 20 * kMiB);
+  pool.free(a);
+  for (int i : {3, 4}) pool.free(blocks[i]);
+  pool.release_cached();
+  EXPECT_EQ(pool.stats().segments, 0u);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+}
+
+// A give-back whose second run fails, in another hole or in the same free block: what the backend
+// gave back before the error counts as given back (bytes, and the one decommit it waited for), the
+// rest as still committed, and a later give-back takes the rest.
+TEST(PoolGranules, AGiveBackThatFailsAtItsSecondRunCountsTheFirst) {
+  FailingBackend backend;
+  CachingAllocator pool(backend, {});
+  std::vector<void*> blocks;
+  for (int i = 0; i < 5; ++i) blocks.push_back(pool.allocate(4 * kMiB));
+  pool.free(blocks[0]);
+  pool.free(blocks[2]);
+  backend.decommit_fails_at = backend.decommits + 1;  // the second hole
+  EXPECT_THROW(pool.release_cached(), std::runtime_error);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  EXPECT_EQ(pool.stats().reserved_bytes, backend.held_bytes());
+  EXPECT_EQ(pool.stats().reserved_bytes, 16 * kMiB);
+  EXPECT_EQ(pool.stats().decommits, 1u);
+  EXPECT_EQ(pool.release_cached(), 4 * kMiB);
+  EXPECT_EQ(pool.stats().reserved_bytes, backend.held_bytes());
+  // One free block of 20 MiB whose committed granules are two runs, the second refused.
+  for (int i : {1, 3, 4}) pool.free(blocks[i]);
+  backend.decommit_fails_at = backend.decommits + 1;
+  EXPECT_THROW(pool.release_cached(), std::runtime_error);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+  EXPECT_EQ(pool.stats().reserved_bytes, backend.held_bytes());
+  EXPECT_EQ(pool.stats().reserved_bytes, 8 * kMiB);
+  EXPECT_EQ(pool.stats().decommits, 3u);
+  pool.release_cached();
+  EXPECT_EQ(pool.stats().segments, 0u);
+  EXPECT_THAT(pool.check_invariants(), IsEmpty());
+}
+
+// A segment the backend fails to release stays the pool's, whole and cached: its free block in
+// its free set (it was taken out first, and a second release then erased a block no set held),
+// and the next release gives it back.
+TEST(PoolGranules, ASegmentTheBackendFailsToReleaseStaysCached) {
+  for (std::size_t granularity : {std::size_t{0}, 2 * kMiB}) {
+    SCOPED_TRACE(granularity == 0 ? "whole segments" : "committed by granule");
+    HostBackend::Options options;
+    options.granularity = granularity;
+    FailingBackend backend(options);
+    CachingAllocator pool(backend, {});
+    pool.free(pool.allocate(8 * kMiB));
+    const std::size_t reserved = pool.stats().reserved_bytes;
+    backend.release_fails_at = backend.releases;
+    EXPECT_THROW(pool.release_cached(), std::runtime_error);
+    EXPECT_THAT(pool.check_invariants(), IsEmpty());
+    EXPECT_EQ(pool.stats().segments, 1u);
+    EXPECT_EQ(pool.stats().reserved_bytes, granularity == 0 ? reserved : 0u);
+    EXPECT_EQ(pool.stats().reserved_bytes, backend.held_bytes());
+    pool.release_cached();
+    EXPECT_EQ(pool.stats().segments, 0u);
+    EXPECT_EQ(pool.stats().reserved_bytes, 0u);
+    EXPECT_THAT(pool.check_invariants(), IsEmpty());
+    void* a = pool.allocate(8 * kMiB);  // served from a new segment
+    pool.free(a);
+  }
+}
+
 // Each give-back that MemoryStats::decommits counts is one wait for the device, as the CUDA
 // backend waits: before its first decommit outside a hold, or the first within one. Emptying the
 // cache, lowering the budget and releasing whole segments with several holes each wait once.

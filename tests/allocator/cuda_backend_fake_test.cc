@@ -40,6 +40,7 @@ struct FakeDevice {
   CUresult create_error = CUDA_SUCCESS;  // what cuMemCreate answers, where not success
   int set_access_calls = 0;
   int set_access_fails_at = -1;  // the call (counted from 0) that cuMemSetAccess refuses
+  int unmap_fails_at = -1;       // the call (counted from 0) that cuMemUnmap refuses
 };
 FakeDevice fake;
 
@@ -135,6 +136,10 @@ CUresult fake_map(CUdeviceptr ptr, size_t size, size_t, CUmemGenericAllocationHa
   return CUDA_SUCCESS;
 }
 CUresult fake_unmap(CUdeviceptr ptr, size_t) {
+  if (fake.unmaps == fake.unmap_fails_at) {
+    ++fake.unmaps;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   if (fake.mapped.erase(ptr) == 0) fake.errors.push_back("unmapped an address not mapped");
   ++fake.unmaps;
   return CUDA_SUCCESS;
@@ -228,6 +233,50 @@ TEST_F(FakeExpandableTest, AMappingErrorHalfwayThroughACommitLosesNothing) {
   pool.free(a);
   EXPECT_EQ(pool.release_cached(), 10 * kMiB);
   EXPECT_EQ(pool.stats().segments, 0u) << "a segment the failed allocation lost";
+  EXPECT_TRUE(fake.handles.empty());
+}
+
+// A commit that finds the device full halfway gives back what it had mapped without waiting for
+// the device: nothing can have used granules mapped a moment ago (it used to wait, a wait that
+// MemoryStats::decommits did not count).
+TEST_F(FakeExpandableTest, ACommitThatFindsTheDeviceFullHalfwayDoesNotWaitForIt) {
+  fake.capacity = 6 * kMiB;  // three granules
+  CudaBackend backend(api_, 0, &driver_);
+  CachingAllocator pool(backend, CachingAllocator::Options{64 * kMiB, nullptr});
+  const int syncs = fake.syncs;
+  EXPECT_ANY_THROW(pool.allocate(10 * kMiB));
+  EXPECT_EQ(fake.syncs, syncs);
+  EXPECT_EQ(pool.stats().decommits, 0u);
+  EXPECT_THAT(pool.check_invariants(), ::testing::IsEmpty());
+  ExpectConsistent(pool);
+  EXPECT_TRUE(fake.handles.empty()) << "memory made by the refused commit and not released";
+  void* a = pool.allocate(6 * kMiB);
+  ExpectConsistent(pool);
+  pool.free(a);
+}
+
+// An unmapping call that fails halfway through a give-back maps again what the give-back had
+// unmapped: the pool, told of the error, still counts those granules committed, and a block later
+// served there must have memory behind it.
+TEST_F(FakeExpandableTest, AnUnmapErrorHalfwayThroughAGiveBackMapsAgainWhatItUnmapped) {
+  CudaBackend backend(api_, 0, &driver_);
+  CachingAllocator pool(backend, CachingAllocator::Options{64 * kMiB, nullptr});
+  void* a = pool.allocate(10 * kMiB);
+  void* b = pool.allocate(4 * kMiB);
+  pool.free(a);  // a hole of five granules, still mapped
+  fake.unmap_fails_at = fake.unmaps + 2;
+  EXPECT_THROW(pool.release_cached(), CudaCallError);
+  EXPECT_THAT(pool.check_invariants(), ::testing::IsEmpty());
+  ExpectConsistent(pool);
+  EXPECT_EQ(pool.stats().reserved_bytes, 14 * kMiB);
+  void* c = pool.allocate(10 * kMiB);  // the hole again, every granule mapped
+  EXPECT_EQ(c, a);
+  ExpectConsistent(pool);
+  pool.free(c);
+  pool.free(b);
+  pool.release_cached();
+  EXPECT_EQ(pool.stats().segments, 0u);
+  ExpectConsistent(pool);
   EXPECT_TRUE(fake.handles.empty());
 }
 
