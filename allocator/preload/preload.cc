@@ -140,11 +140,23 @@ std::vector<std::string> search_folders(link_map* map) {
   return folders;
 }
 
-// `file` with $ORIGIN and ${ORIGIN} replaced by the folder of the object `map`.
+// `file` with $ORIGIN and ${ORIGIN} replaced by the folder of the object `map`. The main program's
+// folder is that of /proc/self/exe: glibc keeps no origin for it until one has been expanded, and
+// RTLD_DI_ORIGIN then copies from nothing.
 std::string expand_origin(const char* file, link_map* map) {
-  char origin[PATH_MAX + 1] = {};
-  if (dlinfo(map, RTLD_DI_ORIGIN, origin) != 0) return file;
   std::string out = file;
+  if (out.find("ORIGIN") == std::string::npos) return out;
+  char origin[PATH_MAX + 1] = {};
+  if (map->l_name == nullptr || map->l_name[0] == '\0') {
+    const ssize_t n = readlink("/proc/self/exe", origin, PATH_MAX);
+    if (n <= 0) return out;
+    origin[n] = '\0';
+    char* slash = std::strrchr(origin, '/');
+    if (slash == nullptr) return out;
+    *(slash == origin ? slash + 1 : slash) = '\0';
+  } else if (dlinfo(map, RTLD_DI_ORIGIN, origin) != 0) {
+    return out;
+  }
   for (const char* token : {"${ORIGIN}", "$ORIGIN"}) {
     for (std::size_t at = out.find(token); at != std::string::npos; at = out.find(token, at)) {
       out.replace(at, std::strlen(token), origin);
@@ -161,7 +173,11 @@ std::string expand_origin(const char* file, link_map* map) {
 // the caller's object searches before ld.so.cache that this library does not (its RPATH or
 // RUNPATH, in the loader's order among the LD_LIBRARY_PATH folders) are tried here first, a
 // $ORIGIN is the caller's folder, and the rest (loaded objects by name, the cache, the system's
-// folders: the same from both) is the real dlopen's.
+// folders: the same from both) is the real dlopen's. What this leaves apart from the loader's own
+// search: a library found in the caller's folders is opened by its path, so a later dlopen of its
+// bare name from elsewhere finds it only by its SONAME; the folders' glibc-hwcaps subfolders are
+// not tried; and the fallback searches this library's folders, which may hold what the caller's
+// would not find.
 void* dlopen_as(const void* caller, const char* file, int mode) {
   if (file == nullptr || (mode & RTLD_NOLOAD) != 0) return real_dlopen()(file, mode);
   Dl_info info{};
@@ -175,11 +191,9 @@ void* dlopen_as(const void* caller, const char* file, int mode) {
     if (expanded.find('/') != std::string::npos) return real_dlopen()(expanded.c_str(), mode);
   }
   if (std::strchr(file, '/') != nullptr) return real_dlopen()(file, mode);
-  // An object of that name already loaded is what dlopen gives, from any caller.
-  if (void* loaded = real_dlopen()(file, mode | RTLD_NOLOAD)) {
-    dlclose(loaded);
-    return real_dlopen()(file, mode);
-  }
+  // An object of that name already loaded is what dlopen gives, from any caller: this handle,
+  // which holds it (closing it and opening again would let another thread unload it between).
+  if (void* loaded = real_dlopen()(file, mode | RTLD_NOLOAD)) return loaded;
   const std::vector<std::string> theirs = search_folders(map);
   // This library's, the same for the process's life (LD_LIBRARY_PATH is read at its start).
   static const std::vector<std::string> ours =
@@ -188,9 +202,12 @@ void* dlopen_as(const void* caller, const char* file, int mode) {
   for (std::size_t i = 0; i < theirs.size(); ++i) {
     if (std::find(ours.begin(), ours.end(), theirs[i]) == ours.end()) end = i + 1;
   }
+  // A file the loader cannot take (another ELF class, unreadable) is passed over for the next
+  // folder, as the loader's own search does.
   for (std::size_t i = 0; i < end; ++i) {
     const std::string path = theirs[i] + "/" + file;
-    if (access(path.c_str(), F_OK) == 0) return real_dlopen()(path.c_str(), mode);
+    if (access(path.c_str(), F_OK) != 0) continue;
+    if (void* handle = real_dlopen()(path.c_str(), mode)) return handle;
   }
   return real_dlopen()(file, mode);
 }
