@@ -627,7 +627,8 @@ class RuntimeImpl {
   // "input float32 on cpu; parameters float32; every parameter trains; autocast bfloat16 on cpu"
   // (autocast named only where it is on): what the predictor's state says it was measured on, to
   // compare with at a warm start.
-  std::string describe(const MeasuredOn& m) const {
+  // `with_rng`: false to leave out allow_rng_variants, as monet described a state before it said.
+  std::string describe(const MeasuredOn& m, bool with_rng = true) const {
     // Its gradient named only where it is asked for, so that a state saved before monet followed
     // it still matches.
     std::string out =
@@ -667,7 +668,7 @@ class RuntimeImpl {
     // And the options that change which operator modes a stage has, only where not the default:
     // a state measured with regenerated dropout masks must not give its modes to a job that
     // draws torch's (allow_rng_variants), nor lean modes to torch's own modules.
-    if (options_.allow_rng_variants) out += "; dropout redrawn in backward";
+    if (with_rng && options_.allow_rng_variants) out += "; dropout redrawn in backward";
     if (!options_.substitute_variants) out += "; torch's modules, no variants";
     return out;
   }
@@ -1237,7 +1238,27 @@ class RuntimeImpl {
     // Measured on another dtype, device or set of trained parameters: its bytes and times are not
     // this job's. A state that does not say (an older monet's) is taken.
     const std::string here = describe(measured_on_);
-    if (!loaded.measured_on().empty() && loaded.measured_on() != here) {
+    const auto regenerates = [&] {
+      for (const std::vector<OpMode>& m : modes) {
+        if (std::find(m.begin(), m.end(), OpMode::kRegenerate) != m.end()) return true;
+      }
+      return false;
+    };
+    // A state an older monet saved under allow_rng_variants says so only by its regenerate modes,
+    // not in its description: such a state is this job's where it allows them, and not otherwise.
+    const bool older_with_rng =
+        options_.allow_rng_variants && !loaded.measured_on().empty() &&
+        describe(measured_on_, /*with_rng=*/false) == loaded.measured_on() && regenerates();
+    if (!options_.allow_rng_variants && regenerates()) {
+      log(LogLevel::kWarn,
+          "{} (MONET_PREDICTOR_STATE) was measured with dropout masks redrawn in backward "
+          "(mode 'regenerate'), which this job does not allow (Options::allow_rng_variants): its "
+          "shapes are measured afresh, and the file is written over after the first",
+          path);
+      part_joined_stages(input);
+      return;
+    }
+    if (!loaded.measured_on().empty() && loaded.measured_on() != here && !older_with_rng) {
       log(LogLevel::kWarn,
           "{} (MONET_PREDICTOR_STATE) was measured on \"{}\", and this job runs on \"{}\": its "
           "shapes are measured afresh, and the file is written over after the first",

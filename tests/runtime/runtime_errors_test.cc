@@ -496,6 +496,53 @@ TEST(RuntimeErrors, AStateOfRegeneratedMasksIsNotTakenWithoutAllowRngVariants) {
   std::filesystem::remove(path);
 }
 
+// A state an older monet saved under allow_rng_variants does not say so in its description: its
+// regenerate modes do. A job that does not allow them measures afresh rather than run them; one
+// that does takes the state.
+TEST(RuntimeErrors, AnOlderStateOfRegeneratedMasksIsKnownByItsModes) {
+  install();
+  auto w = testing::small_transformer();
+  const std::string path = testing::fresh_state_path("monet_runtime_older_rng_state.json");
+  const std::int64_t peak = workloads::unconstrained_peak(*w, 1).in_use_bytes;
+  Options o;
+  o.budget_bytes = peak / 2;
+  o.predictor_state = path;
+  o.allow_rng_variants = true;
+  const std::vector<workloads::Batch> batches = {w->largest_batch(), w->batch(5, 1)};
+  const auto train = [&](Runtime& rt) { testing::train(rt, *w, batches); };
+  {
+    auto model = w->make_model(3);
+    Runtime first(model, o);
+    train(first);
+  }
+  const auto read = [](const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  std::string older = read(path);
+  ASSERT_THAT(older, ::testing::HasSubstr("\"regenerate\""));
+  const std::string words = "; dropout redrawn in backward";
+  const std::size_t at = older.find(words);
+  ASSERT_NE(at, std::string::npos);
+  older.erase(at, words.size());
+  const auto write_older = [&] { std::ofstream(path, std::ios::binary) << older; };
+  write_older();
+  {
+    auto model = w->make_model(3);
+    Runtime allowed(model, o);
+    train(allowed);
+    EXPECT_EQ(allowed.stats().profiled_steps, 0) << "the older state of the same settings";
+  }
+  write_older();
+  o.allow_rng_variants = false;
+  auto model = w->make_model(3);
+  Runtime restarted(model, o);
+  train(restarted);
+  EXPECT_GT(restarted.stats().profiled_steps, 0);
+  EXPECT_THAT(read(path), ::testing::Not(::testing::HasSubstr("\"regenerate\"")));
+  std::filesystem::remove(path);
+}
+
 // A dim that is not among the varying ones keeps the first input's size: a plan and the
 // predictor's laws hold for one size of it. (A Conv1d's length, dim 2, where dims 0 and 1 vary.)
 TEST(RuntimeErrors, ADimThatDoesNotVaryMustNotChange) {
