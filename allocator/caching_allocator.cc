@@ -371,9 +371,8 @@ bool CachingAllocator::commit_granules(Block* block) {
   return true;
 }
 
-std::size_t CachingAllocator::decommit_range(Segment& segment, std::size_t first, std::size_t last,
-                                             bool under_mark, std::size_t* released) {
-  const std::size_t before = *released;
+void CachingAllocator::decommit_range(Segment& segment, std::size_t first, std::size_t last,
+                                      bool under_mark, std::size_t* released) {
   // Runs of committed granules, each given back in one call and counted as it is: where a later
   // run's call fails, what the earlier ones gave back is counted given back.
   std::size_t g = segment.committed.run_end(first, last, false);
@@ -389,7 +388,10 @@ std::size_t CachingAllocator::decommit_range(Segment& segment, std::size_t first
     *released += bytes;
     g = segment.committed.run_end(end, last, false);
   }
-  return *released - before;
+}
+
+CachingAllocator::CountDecommit::~CountDecommit() {
+  if (released > 0) ++pool.stats_.decommits;
 }
 
 std::size_t CachingAllocator::decommit_free(std::size_t at_least, bool under_mark) {
@@ -398,14 +400,7 @@ std::size_t CachingAllocator::decommit_free(std::size_t at_least, bool under_mar
   // Large holes first, the largest of each stream first (a set is ordered by stream, then size),
   // each from its end: what is given back is then a few long runs, and the holes' starts, which
   // the next best fit reuses, stay committed.
-  // A give-back that fails partway (a backend error) still counts the wait it made.
-  struct CountDecommit {
-    const std::size_t& released;
-    std::uint64_t& decommits;
-    ~CountDecommit() {
-      if (released > 0) ++decommits;
-    }
-  } count{released, stats_.decommits};
+  const CountDecommit count{*this, released};
   for (FreeSet* pool : {&large_free_, &small_free_}) {
     for (auto it = pool->rbegin(); it != pool->rend() && released < at_least; ++it) {
       Segment& segment = *it->segment;
@@ -426,14 +421,9 @@ void CachingAllocator::release_segment(Segment& segment) {
   if (granularity_ != 0) {
     DecommitHold hold(*this);
     std::size_t released = 0;
-    try {
-      decommit_range(segment, 0, segment.committed.size(), /*under_mark=*/false, &released);
-    } catch (...) {
-      if (released > 0) ++stats_.decommits;
-      throw;
-    }
+    const CountDecommit count{*this, released};
+    decommit_range(segment, 0, segment.committed.size(), /*under_mark=*/false, &released);
     hold.end();
-    if (released > 0) ++stats_.decommits;
   }
   // Counted once the backend has it back: where it refuses, the segment stays the pool's, whole.
   backend_.release(segment.base, segment.size);

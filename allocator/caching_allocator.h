@@ -168,10 +168,17 @@ class CachingAllocator {
   // decommit_free() of every such granule, inside one DecommitHold (below): one wait on CUDA.
   std::size_t decommit_all_free();
   // Gives back the committed granules of [first, last) in `segment`, run by run, each counted as
-  // it goes (in `*released` too): a backend error partway leaves the statistics as the backend
-  // left the granules. Returns the bytes this call gave back.
-  std::size_t decommit_range(Segment& segment, std::size_t first, std::size_t last, bool under_mark,
-                             std::size_t* released);
+  // it goes (and added to `*released`): a backend error partway leaves the statistics as the
+  // backend left the granules.
+  void decommit_range(Segment& segment, std::size_t first, std::size_t last, bool under_mark,
+                      std::size_t* released);
+  // Counts one give-back (stats_.decommits, one wait for the device) when it goes out of scope
+  // with `released` above 0, whether the give-back ended or a backend error cut it short.
+  struct CountDecommit {
+    CachingAllocator& pool;
+    const std::size_t& released;
+    ~CountDecommit();
+  };
   void release_segment(Segment& segment);
   // From its making until end() (or its end of scope), the backend may keep what decommit() gives
   // back (Backend::hold_decommitted): on CUDA the first decommit waits for the device and the rest

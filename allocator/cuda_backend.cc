@@ -121,9 +121,6 @@ bool CudaBackend::commit(void* ptr, std::size_t bytes) {
   DeviceScope scope(api_, device_);
   check(scope.status(), "cudaSetDevice");
   const auto base = reinterpret_cast<CUdeviceptr>(ptr);
-  CUmemAccessDesc access{};
-  access.location = prop_.location;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   for (std::size_t offset = 0; offset < bytes; offset += granularity_) {
     CUmemGenericAllocationHandle handle{};
     if (!spare_.empty()) {
@@ -138,21 +135,34 @@ bool CudaBackend::commit(void* ptr, std::size_t bytes) {
       check(status, "cuMemCreate");
     }
     bool mapped = false;
-    try {
-      check(driver_->map(base + offset, granularity_, 0, handle, 0), "cuMemMap");
-      mapped = true;
-      check(driver_->set_access(base + offset, granularity_, &access, 1), "cuMemSetAccess");
-    } catch (...) {
+    const CUresult status = map_granule(base + offset, handle, &mapped);
+    if (status != CUDA_SUCCESS) {
       // All or nothing on an error too: what this call made and mapped goes back (each step as
       // far as the driver lets), and the first error is the one reported.
       if (mapped) driver_->unmap(base + offset, granularity_);
       driver_->release(handle);
       unmap_unused(base, offset);
-      throw;
+      check(status, mapped ? "cuMemSetAccess" : "cuMemMap");
     }
     handles_.emplace(base + offset, handle);
   }
   return true;
+}
+
+CUresult CudaBackend::map_granule(CUdeviceptr address, CUmemGenericAllocationHandle handle,
+                                  bool* mapped) {
+  *mapped = false;
+  const CUresult status = driver_->map(address, granularity_, 0, handle, 0);
+  if (status != CUDA_SUCCESS) return status;
+  *mapped = true;
+  CUmemAccessDesc access{};
+  access.location = prop_.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return driver_->set_access(address, granularity_, &access, 1);
+}
+
+void CudaBackend::give_back(CUmemGenericAllocationHandle handle) {
+  if (holding_ || driver_->release(handle) != CUDA_SUCCESS) spare_.push_back(handle);
 }
 
 void CudaBackend::unmap_unused(CUdeviceptr base, std::size_t bytes) {
@@ -160,11 +170,7 @@ void CudaBackend::unmap_unused(CUdeviceptr base, std::size_t bytes) {
     auto it = handles_.find(base + offset);
     if (it == handles_.end()) continue;
     driver_->unmap(base + offset, granularity_);
-    if (holding_) {
-      spare_.push_back(it->second);
-    } else {
-      driver_->release(it->second);
-    }
+    give_back(it->second);
     handles_.erase(it);
   }
 }
@@ -186,22 +192,17 @@ void CudaBackend::decommit(void* ptr, std::size_t bytes) {
     if (it == handles_.end()) continue;
     const CUresult status = driver_->unmap(base + offset, granularity_);
     if (status != CUDA_SUCCESS) {
-      CUmemAccessDesc access{};
-      access.location = prop_.location;
-      access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
       for (const auto& done : unmapped) {
-        driver_->map(done->first, granularity_, 0, done->second, 0);
-        driver_->set_access(done->first, granularity_, &access, 1);
+        bool mapped = false;
+        map_granule(done->first, done->second, &mapped);
       }
       check(status, "cuMemUnmap");
     }
     unmapped.push_back(it);
   }
-  // Given back, as the pool counts it. A handle the driver does not release now is kept spare:
-  // the next commit maps it, or the end of the next hold releases it and reports the driver's
-  // error.
+  // Given back, as the pool counts it.
   for (const auto& it : unmapped) {
-    if (holding_ || driver_->release(it->second) != CUDA_SUCCESS) spare_.push_back(it->second);
+    give_back(it->second);
     handles_.erase(it);
   }
 }

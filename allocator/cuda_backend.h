@@ -64,6 +64,13 @@ class CudaBackend : public Backend {
   // where the pool holds what it gives back and releasing it otherwise, as far as the driver lets,
   // without waiting for the device: a commit's own granules, which nothing can have used yet.
   void unmap_unused(CUdeviceptr base, std::size_t bytes);
+  // Maps `handle` at `address`, readable and writable from the device: one granule. Returns the
+  // driver's first error; `*mapped` says whether the map itself took (then set_access failed).
+  CUresult map_granule(CUdeviceptr address, CUmemGenericAllocationHandle handle, bool* mapped);
+  // An unmapped granule's memory, given back: kept spare where the pool holds what it gives back
+  // or where the driver does not release it now (the next commit maps it, or the end of the next
+  // hold releases it and reports the driver's error), released otherwise.
+  void give_back(CUmemGenericAllocationHandle handle);
 
   const CudaApi& api_;
   const CudaDriverApi* driver_;  // null: whole segments
