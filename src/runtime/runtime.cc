@@ -208,8 +208,7 @@ class RuntimeImpl {
     follow_what_is_measured(input);
     last_.shape = join_dims(shape);
     // Under plan_once every batch runs the plan of the first shape that trained.
-    if (options_.plan_once && !first_shape_) first_shape_ = shape;
-    const Shape& plan_shape = options_.plan_once ? *first_shape_ : shape;
+    const Shape plan_shape = options_.plan_once && first_shape_ ? *first_shape_ : shape;
     CachingAllocator& pool = pool_for(input.device());
     pool.clear_marks();
     rollback_.emplace(stages_);
@@ -262,6 +261,11 @@ class RuntimeImpl {
         last_.profiled = last_.profiled || measured_earlier;
         if (!options_.plan_once) feedback(shape, plan, before);
         if (attempt == 0) relax_margins();
+        // Only a step that trained sets the rank and the fixed dims later inputs must have, and
+        // under plan_once the shape every plan is for: a first step that threw (the model or the
+        // loss refused its input) leaves the next step free to be the first.
+        if (first_sizes_.empty()) first_sizes_ = input.sizes().vec();
+        if (options_.plan_once && !first_shape_) first_shape_ = shape;
         ++stats_.steps;
         stats_.max_measured_peak_bytes =
             std::max(stats_.max_measured_peak_bytes, last_.measured_peak_bytes);
@@ -449,7 +453,7 @@ class RuntimeImpl {
 
   // The varying dims of a training input. An input with no elements, or of another rank than the
   // first one trained (its dims would mean other things to the predictor and the plan cache), is
-  // refused before anything runs.
+  // refused before anything runs. The first input trained is set by step(), once it has trained.
   Shape varying_shape(const at::Tensor& input) {
     const Shape sizes = input.sizes().vec();
     if (input.numel() == 0) {
@@ -511,8 +515,6 @@ class RuntimeImpl {
             options_.varying_dims.empty() ? "by default " : "Options::varying_dims: ", named));
       }
     }
-    // Only an input taken: one whose dims were refused did not train, and sets no rank.
-    if (first_sizes_.empty()) first_sizes_ = sizes;
     return shape;
   }
 

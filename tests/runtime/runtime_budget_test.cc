@@ -1018,10 +1018,7 @@ TEST(RuntimeBudget, APlanMadeOnceIsPricedOnTheShapeThatRan) {
   install();
   auto w = testing::small_transformer();
   const std::string path = testing::fresh_state_path("monet_runtime_plan_once_state.json");
-  const std::int64_t peak = workloads::unconstrained_peak(*w, 1).in_use_bytes;
-  Options o;
-  o.budget_bytes = peak / 2;
-  o.predictor_state = path;
+  Options o = testing::half_peak_with_state(*w, path);
   const workloads::Batch largest = w->largest_batch();
   const workloads::Batch small = w->batch(5, 0);
   ASSERT_LT(small.input.size(1), largest.input.size(1));
@@ -1059,9 +1056,7 @@ TEST(RuntimeBudget, APlanMadeOnceIsMadeAgainForTheShapeMeasuredAfresh) {
   auto w = testing::small_transformer();
   const std::string path = testing::fresh_state_path("monet_runtime_plan_once_afresh.json");
   auto model = w->make_model(3);
-  Options o;
-  o.budget_bytes = workloads::unconstrained_peak(*w, 1).in_use_bytes / 2;
-  o.predictor_state = path;
+  Options o = testing::half_peak_with_state(*w, path);
   o.plan_once = true;
   Runtime rt(model, o);
   const workloads::Batch largest = w->largest_batch();

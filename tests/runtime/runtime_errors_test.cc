@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -395,10 +394,8 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
   install();
   auto w = testing::small_transformer();
   const std::string path = testing::fresh_state_path("monet_runtime_predictor_state.json");
-  const std::int64_t peak = workloads::unconstrained_peak(*w, 1).in_use_bytes;
-  Options o;
-  o.budget_bytes = peak / 2;
-  o.predictor_state = path;
+  Options o = testing::half_peak_with_state(*w, path);
+  const std::int64_t half_peak = o.budget_bytes;
   std::vector<workloads::Batch> batches = {w->largest_batch()};
   for (int i = 0; i < 12; ++i) batches.push_back(w->batch(5, i));
   const auto train = [&](Runtime& rt) { testing::train(rt, *w, batches); };
@@ -421,14 +418,14 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
   // Before, it planned from float32's bytes, ran out of memory and lost batches.
   auto doubled = w->make_model(3);
   doubled->to(torch::kDouble);
-  o.budget_bytes = peak;
+  o.budget_bytes = 2 * half_peak;
   Runtime converted(doubled, o);
   train(converted);
   EXPECT_GT(converted.stats().profiled_steps, 0);
   EXPECT_EQ(converted.stats().retries, 0);
   EXPECT_EQ(Predictor::load(path).measured_on(),
             "input int64 on cpu; parameters float64; every parameter trains");
-  o.budget_bytes = peak / 2;
+  o.budget_bytes = half_peak;
 
   // Under autocast (mixed precision) the stages keep other bytes again: measured afresh too.
   auto mixed_model = w->make_model(3);
@@ -456,14 +453,10 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
     EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("delete the state file"));
   }
   // A job that goes on after the error meets it again, and the file stays the transformer's.
-  const auto bytes_of = [](const std::string& file) {
-    std::ifstream in(file, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  const std::string saved = bytes_of(path);
+  const std::string saved = testing::read_file(path);
   EXPECT_THROW(wrong.step(b.input, [&](const torch::Tensor& out) { return cnn->loss(out, b); }),
                ConfigError);
-  EXPECT_EQ(bytes_of(path), saved);
+  EXPECT_EQ(testing::read_file(path), saved);
   std::filesystem::remove(path);
 }
 
@@ -473,10 +466,7 @@ TEST(RuntimeErrors, AStateOfRegeneratedMasksIsNotTakenWithoutAllowRngVariants) {
   install();
   auto w = testing::small_transformer();
   const std::string path = testing::fresh_state_path("monet_runtime_rng_state.json");
-  const std::int64_t peak = workloads::unconstrained_peak(*w, 1).in_use_bytes;
-  Options o;
-  o.budget_bytes = peak / 2;
-  o.predictor_state = path;
+  Options o = testing::half_peak_with_state(*w, path);
   o.allow_rng_variants = true;
   const std::vector<workloads::Batch> batches = {w->largest_batch(), w->batch(5, 1)};
   const auto train = [&](Runtime& rt) { testing::train(rt, *w, batches); };
@@ -503,10 +493,7 @@ TEST(RuntimeErrors, AnOlderStateOfRegeneratedMasksIsKnownByItsModes) {
   install();
   auto w = testing::small_transformer();
   const std::string path = testing::fresh_state_path("monet_runtime_older_rng_state.json");
-  const std::int64_t peak = workloads::unconstrained_peak(*w, 1).in_use_bytes;
-  Options o;
-  o.budget_bytes = peak / 2;
-  o.predictor_state = path;
+  Options o = testing::half_peak_with_state(*w, path);
   o.allow_rng_variants = true;
   const std::vector<workloads::Batch> batches = {w->largest_batch(), w->batch(5, 1)};
   const auto train = [&](Runtime& rt) { testing::train(rt, *w, batches); };
@@ -515,11 +502,7 @@ TEST(RuntimeErrors, AnOlderStateOfRegeneratedMasksIsKnownByItsModes) {
     Runtime first(model, o);
     train(first);
   }
-  const auto read = [](const std::string& file) {
-    std::ifstream in(file, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  std::string older = read(path);
+  std::string older = testing::read_file(path);
   ASSERT_THAT(older, ::testing::HasSubstr("\"regenerate\""));
   const std::string words = "; dropout redrawn in backward";
   const std::size_t at = older.find(words);
@@ -539,7 +522,7 @@ TEST(RuntimeErrors, AnOlderStateOfRegeneratedMasksIsKnownByItsModes) {
   Runtime restarted(model, o);
   train(restarted);
   EXPECT_GT(restarted.stats().profiled_steps, 0);
-  EXPECT_THAT(read(path), ::testing::Not(::testing::HasSubstr("\"regenerate\"")));
+  EXPECT_THAT(testing::read_file(path), ::testing::Not(::testing::HasSubstr("\"regenerate\"")));
   std::filesystem::remove(path);
 }
 
@@ -754,6 +737,65 @@ TEST(RuntimeErrors, AnInputRefusedForItsVaryingDimsSetsNoRank) {
   EXPECT_THROW(rt.step(torch::randn({8, 4}), loss), ConfigError);
   EXPECT_NO_THROW(rt.step(torch::randn({8, 3, 4}), loss));
   EXPECT_EQ(rt.last_step().shape, "8x3x4");
+}
+
+// A first step that the model refuses (an image of one channel for a convolution that takes
+// three) sets neither the rank nor the fixed dims: the input the model takes trains after it,
+// and is then the first, whose channels a later input must have.
+TEST(RuntimeErrors, AFirstStepThatThrowsIsNotTheFirstInputTrained) {
+  install();
+  torch::nn::Sequential model(torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).padding(1)),
+                              torch::nn::ReLU(), torch::nn::Flatten());
+  Options o;
+  o.budget_bytes = 64 << 20;
+  Runtime rt(model, o);
+  const auto loss = [](const torch::Tensor& out) { return out.square().mean(); };
+  EXPECT_THROW(rt.step(torch::randn({2, 1, 8, 8}), loss), c10::Error);
+  EXPECT_EQ(rt.stats().steps, 0);
+  ASSERT_NO_THROW(rt.step(torch::randn({2, 3, 8, 8}), loss));
+  EXPECT_EQ(rt.last_step().shape, "2x8x8");
+  EXPECT_NO_THROW(rt.step(torch::randn({4, 3, 6, 6}), loss));
+  try {
+    rt.step(torch::randn({2, 1, 8, 8}), loss);
+    ADD_FAILURE() << "an input of one channel trained after one of three";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(std::string(e.what()),
+                ::testing::HasSubstr("where the first input it trained had 3 (2x3x8x8)"));
+  }
+  EXPECT_EQ(rt.stats().steps, 2);
+}
+
+// Under plan_once, a first step whose loss threw does not fix the shape every plan is for: the
+// first batch that trains does, and its shape is the one measured and planned.
+TEST(RuntimeErrors, UnderPlanOnceAFirstStepThatThrowsSetsNoShape) {
+  install();
+  auto w = testing::small_transformer();
+  const std::string path = testing::fresh_state_path("monet_runtime_plan_once_throws.json");
+  Options o = testing::half_peak_with_state(*w, path);
+  o.plan_once = true;
+  Runtime rt(w->make_model(3), o);
+  const workloads::Batch largest = w->largest_batch();
+  const workloads::Batch small = w->batch(5, 0);
+  ASSERT_LT(small.input.size(1), largest.input.size(1));
+  EXPECT_THROW(rt.step(small.input,
+                       [](const torch::Tensor&) -> torch::Tensor {
+                         throw std::runtime_error("labels of another batch");
+                       }),
+               std::runtime_error);
+  const auto step = [&](const workloads::Batch& b) {
+    rt.step(b.input, [&](const torch::Tensor& out) { return w->loss(out, b); });
+    return rt.last_step();
+  };
+  step(largest);
+  const StepReport at_largest = step(largest);
+  const StepReport at_small = step(small);
+  EXPECT_FALSE(at_small.profiled);
+  EXPECT_EQ(at_small.plan, at_largest.plan);
+  const Predictor saved = Predictor::load(path);
+  EXPECT_EQ(saved.profiled_shapes(), 1);
+  EXPECT_TRUE(saved.is_profiled(Shape{largest.input.size(0), largest.input.size(1)}));
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".margins");
 }
 
 // A child of the Sequential that gives a tuple (a plain Sequential passes it to the next child)
@@ -1071,8 +1113,7 @@ TEST(RuntimeErrors, ALeanModeThatHoldsTensorsPastItsBackwardIsNotRun) {
     ::testing::internal::CaptureStderr();
     rt.step(x, [](const torch::Tensor& out) { return out.sum(); });
     const std::string said = ::testing::internal::GetCapturedStderr();
-    std::ifstream in(path);
-    const std::string state((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string state = testing::read_file(path);
     ASSERT_THAT(state, ::testing::HasSubstr("\"name\": \"2:LeanMode\""));
     if (keeping == Keeping::kSavedData) {
       // Half of the doubled input: 32 x 32 floats.

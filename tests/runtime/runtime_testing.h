@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +19,7 @@
 #include "kernels/autocast.h"
 #include "monet/allocator.h"
 #include "monet/runtime.h"
+#include "workloads/harness.h"
 #include "workloads/workloads.h"
 
 namespace monet::testing {
@@ -41,6 +44,21 @@ inline std::string fresh_state_path(const std::string& name) {
   std::filesystem::remove(path);
   std::filesystem::remove(path + ".margins");
   return path;
+}
+
+// The bytes of the file at `path`; empty where there is none.
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Options for a job that keeps its predictor state at `path` under half the peak `w`'s largest
+// batch reaches unconstrained: a budget every test workload fits with a plan, but not without.
+inline Options half_peak_with_state(const workloads::Workload& w, const std::string& path) {
+  Options o;
+  o.budget_bytes = workloads::unconstrained_peak(w, 1).in_use_bytes / 2;
+  o.predictor_state = path;
+  return o;
 }
 
 // One step of `rt` on each of `batches`, with the workload's loss.
