@@ -140,7 +140,7 @@ bool CudaBackend::commit(void* ptr, std::size_t bytes) {
       // All or nothing on an error too: what this call made and mapped goes back (each step as
       // far as the driver lets), and the first error is the one reported.
       if (mapped) driver_->unmap(base + offset, granularity_);
-      driver_->release(handle);
+      give_back(handle);
       unmap_unused(base, offset);
       check(status, mapped ? "cuMemSetAccess" : "cuMemMap");
     }

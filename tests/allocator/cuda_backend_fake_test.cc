@@ -41,6 +41,8 @@ struct FakeDevice {
   int set_access_calls = 0;
   int set_access_fails_at = -1;  // the call (counted from 0) that cuMemSetAccess refuses
   int unmap_fails_at = -1;       // the call (counted from 0) that cuMemUnmap refuses
+  int release_calls = 0;
+  int release_fails_at = -1;  // the call (counted from 0) that cuMemRelease refuses
 };
 FakeDevice fake;
 
@@ -116,6 +118,7 @@ CUresult fake_create(CUmemGenericAllocationHandle* handle, size_t size, const CU
   return CUDA_SUCCESS;
 }
 CUresult fake_release(CUmemGenericAllocationHandle handle) {
+  if (fake.release_calls++ == fake.release_fails_at) return CUDA_ERROR_INVALID_VALUE;
   if (fake.handles.erase(handle) == 0) fake.errors.push_back("released an unknown handle");
   for (const auto& [address, h] : fake.mapped) {
     if (h == handle) fake.errors.push_back("released a handle that is still mapped");
@@ -234,6 +237,28 @@ TEST_F(FakeExpandableTest, AMappingErrorHalfwayThroughACommitLosesNothing) {
   EXPECT_EQ(pool.release_cached(), 10 * kMiB);
   EXPECT_EQ(pool.stats().segments, 0u) << "a segment the failed allocation lost";
   EXPECT_TRUE(fake.handles.empty());
+}
+
+// Where the driver does not release a granule that a failed commit made, the granule is kept
+// spare rather than lost: the next commit maps it, and once mapped it goes back like any other.
+TEST_F(FakeExpandableTest, AGranuleTheDriverDoesNotReleaseAfterAFailedCommitIsKeptSpare) {
+  CudaBackend backend(api_, 0, &driver_);
+  CachingAllocator pool(backend, CachingAllocator::Options{64 * kMiB, nullptr});
+  fake.set_access_fails_at = 2;  // the third granule of five
+  fake.release_fails_at = 0;     // the rollback's first release: that third granule's
+  EXPECT_THROW(pool.allocate(10 * kMiB), CudaCallError);
+  EXPECT_THAT(pool.check_invariants(), ::testing::IsEmpty());
+  EXPECT_THAT(fake.errors, ::testing::IsEmpty());
+  EXPECT_TRUE(fake.mapped.empty());
+  EXPECT_EQ(fake.handles.size(), 1u) << "the granule the driver did not release, kept";
+  EXPECT_EQ(fake.creates, 3);
+  void* a = pool.allocate(10 * kMiB);
+  EXPECT_EQ(fake.creates, 3 + 4) << "the kept granule mapped again, not created anew";
+  ExpectConsistent(pool);
+  pool.free(a);
+  pool.release_cached();
+  ExpectConsistent(pool);
+  EXPECT_TRUE(fake.handles.empty()) << "memory still made once every block went back";
 }
 
 // A commit that finds the device full halfway gives back what it had mapped without waiting for
