@@ -31,9 +31,10 @@
 //
 // One training thread per process: runtimes share the device pools' peak marks and LibTorch's
 // random generators, so a step that starts while another runtime's step runs in another thread
-// throws UnsupportedError. Runtimes that step one after another are fine. The budget is set on
-// the pool of the model's device when the runtime is made, and on that of the inputs' device at
-// the first step there.
+// throws UnsupportedError. Runtimes that step one after another are fine, each step under its own
+// runtime's budget: the budget is set on the pool of the model's device when the runtime is made,
+// and on that of the inputs' device at each step where the pool has another (another runtime's).
+// A step lets go of its loss function, and what it captures, when it returns or throws.
 #pragma once
 
 #include <torch/nn/modules/container/sequential.h>

@@ -195,6 +195,12 @@ class RuntimeImpl {
       if (rollback_) rollback_->record_loss_leaves(loss, out);
       return loss;
     };
+    // The caller's loss goes when the step ends, however it ends: what it holds (targets, a
+    // teacher's logits) must not stay in use into the next batch, outside every plan.
+    struct DropLoss {
+      std::vector<RuntimeStage>& stages;
+      ~DropLoss() { stages.back().fn = nullptr; }
+    } drop_loss{stages_};
     follow_training_mode();
     if (!model_->is_training() || !c10::GradMode::is_enabled()) {
       // No backward follows, so nothing is recorded for one: a forward that recorded a graph in
@@ -206,6 +212,20 @@ class RuntimeImpl {
     }
     const Shape shape = varying_shape(input);
     follow_what_is_measured(input);
+    // A step that does not train (the model refuses a batch of another dtype or device) leaves
+    // what the steps before it measured and planned, as they left it.
+    try {
+      at::Tensor loss = train(input, shape, start);
+      set_aside_.reset();
+      return loss;
+    } catch (...) {
+      put_back_what_was_measured();
+      throw;
+    }
+  }
+
+  // The rest of step(): plans, runs and, where the batch runs out of memory, runs it again.
+  at::Tensor train(const at::Tensor& input, const Shape& shape, double start) {
     last_.shape = join_dims(shape);
     // Under plan_once every batch runs the plan of the first shape that trained.
     const Shape plan_shape = options_.plan_once && first_shape_ ? *first_shape_ : shape;
@@ -286,10 +306,10 @@ class RuntimeImpl {
                                                  static_cast<double>(options_.budget_bytes)
                                      : margins_.share(key);
         margins_.ran_out_of_memory(key, planned_for);
-        save_margins();
         cache_.erase(key);
         exact_cache_.erase(ShapeKey(plan_shape, 62));
-        if (attempt >= options_.max_retries) throw out_of_retries(plan_shape, kept_free);
+        save_margins();
+        if (attempt >= options_.max_retries) throw out_of_retries(shape, plan_shape, kept_free);
         ++last_.retries;
         ++stats_.retries;
         log(LogLevel::kWarn,
@@ -309,6 +329,7 @@ class RuntimeImpl {
     if (!model_->is_training() || !c10::GradMode::is_enabled()) return plain_forward(input);
     const Shape shape = varying_shape(input);
     follow_what_is_measured(input);
+    set_aside_.reset();  // no step follows to train, or not, on what forward runs
     const PlanResult* plan = cached_plan(ShapeKey(shape), ShapeKey(shape, 62)).first;
     if (plan == nullptr) {
       log(LogLevel::kInfo, "no plan yet for shape {}: forward keeps every stage (step() plans)",
@@ -441,13 +462,12 @@ class RuntimeImpl {
 
   // The pool of `device`, under the runtime's budget (0 lifts its cap): the pool of the model's
   // device from the runtime's making (what the job makes before its first step, its batches,
-  // counts), and of the inputs' device from the first step there.
+  // counts), and of the inputs' device at each step, where another runtime on that device (or
+  // the caller) set another budget since.
   CachingAllocator& pool_for(const at::Device& device) {
     CachingAllocator& pool = device.is_cuda() ? pools::cuda(device.index()) : pools::cpu();
-    if (&pool != budgeted_) {
-      pool.set_budget_bytes(static_cast<std::size_t>(options_.budget_bytes));
-      budgeted_ = &pool;
-    }
+    const auto budget = static_cast<std::size_t>(options_.budget_bytes);
+    if (pool.budget_bytes() != budget) pool.set_budget_bytes(budget);
     return pool;
   }
 
@@ -539,8 +559,17 @@ class RuntimeImpl {
                ? std::string()
                : options_.predictor_state + ".margins";
   }
+  // A margins file that cannot be written costs a restarted job a retry, not this batch: the
+  // error is a warning (a step that had trained would otherwise throw after its backward).
   void save_margins() const {
-    if (const std::string path = margins_path(); !path.empty()) margins_.save(path);
+    const std::string path = margins_path();
+    if (path.empty()) return;
+    try {
+      margins_.save(path);
+    } catch (const std::exception& e) {
+      log(LogLevel::kWarn,
+          "the retry margins were not saved, and a restarted job learns them again: {}", e.what());
+    }
   }
   void load_margins() {
     const std::string path = margins_path();
@@ -685,20 +714,52 @@ class RuntimeImpl {
     if (now == measured_on_) return;
     const bool first = measured_on_.trained.empty();
     std::string before = first ? std::string() : describe(measured_on_);
+    MeasuredOn earlier = std::move(measured_on_);
     measured_on_ = std::move(now);
     if (!predictor_) return;
     log(LogLevel::kInfo,
         "shapes are measured afresh: this step runs on \"{}\", the steps before ran on \"{}\"",
         describe(measured_on_), before);
+    // Set aside until the step trains (step() puts it back where it does not), then dropped.
+    set_aside_.emplace(SetAside{std::move(earlier), std::move(predictor_), std::move(cache_),
+                                std::move(exact_cache_), std::move(remeasure_),
+                                std::move(unmodelled_), stages_, first_shape_, state_saves_});
     predictor_.reset();
-    cache_.clear();
-    exact_cache_.clear();
+    cache_ = PlanCache(set_aside_->cache.options());
+    exact_cache_ = PlanCache(set_aside_->exact_cache.options());
     remeasure_.clear();
     unmodelled_.clear();
     part_joined_stages(input);
     // Under plan_once the plan is made once more, for this step's shape: the first shape's chain
     // must be measured again, and this step's input is the only one the runtime holds.
     first_shape_.reset();
+  }
+
+  // What a step that did not train leaves: what follow_what_is_measured() set aside, back in place
+  // (the stages as they were joined, the predictor, its plans), and the predictor's state file
+  // written again where the step's measurement had written over it.
+  void put_back_what_was_measured() {
+    if (!set_aside_) return;
+    SetAside a = std::move(*set_aside_);
+    set_aside_.reset();
+    std::function<at::Tensor(const at::Tensor&)> loss_fn = std::move(stages_.back().fn);
+    stages_ = std::move(a.stages);
+    stages_.back().fn = std::move(loss_fn);
+    index_parameters();
+    measured_on_ = std::move(a.measured_on);
+    predictor_ = std::move(a.predictor);
+    cache_ = std::move(a.cache);
+    exact_cache_ = std::move(a.exact_cache);
+    remeasure_ = std::move(a.remeasure);
+    unmodelled_ = std::move(a.unmodelled);
+    first_shape_ = std::move(a.first_shape);
+    if (state_saves_ != a.state_saves && predictor_ && !options_.predictor_state.empty()) {
+      predictor_->save(options_.predictor_state);
+      ++state_saves_;
+    }
+    log(LogLevel::kInfo,
+        "the step did not train: what the steps before it measured and planned is kept, on \"{}\"",
+        describe(measured_on_));
   }
 
   // What stays from the steps before this one, as a plan counts it: fixed bytes, and the
@@ -1048,6 +1109,7 @@ class RuntimeImpl {
     if (!options_.predictor_state.empty()) {
       predictor_->set_measured_on(describe(measured_on_));
       predictor_->save(options_.predictor_state);
+      ++state_saves_;
     }
     log(LogLevel::kInfo, "measured shape {} in {:.3f} s ({} shapes profiled; stage times from {})",
         join_dims(shape), m.seconds, predictor_->profiled_shapes(),
@@ -1352,12 +1414,18 @@ class RuntimeImpl {
   }
 
   // `kept_free`: the share of the budget the last plan that ran left free.
-  InfeasibleBudgetError out_of_retries(const Shape& shape, double kept_free) const {
+  // `plan_shape`: the shape the plan that ran was made for (under plan_once, the first's).
+  InfeasibleBudgetError out_of_retries(const Shape& shape, const Shape& plan_shape,
+                                       double kept_free) const {
     return InfeasibleBudgetError(
-        fmt::format("monet: input shape {} ran out of memory {} within the budget of {}, "
+        fmt::format("monet: input shape {}{} ran out of memory {} within the budget of {}, "
                     "the last time with {:.0f}% of it kept free for what the plan does not "
                     "count; the plan itself peaked at {}. Raise MONET_BUDGET above {}.",
                     join_dims(shape),
+                    shape == plan_shape
+                        ? std::string()
+                        : fmt::format(" (running the plan made for {}, Options::plan_once)",
+                                      join_dims(plan_shape)),
                     options_.max_retries == 0 ? std::string("once")
                                               : fmt::format("{} times", options_.max_retries + 1),
                     format_bytes(options_.budget_bytes), 100.0 * kept_free,
@@ -1397,12 +1465,25 @@ class RuntimeImpl {
   std::unordered_set<ShapeKey, ShapeKeyHash> remeasure_;
   // Per exact shape: bytes its steps held above plans made on its own measurement (feedback).
   std::unordered_map<ShapeKey, std::int64_t, ShapeKeyHash> unmodelled_;
-  std::optional<Shape> first_shape_;      // the shape every plan is for, under plan_once
+  std::optional<Shape> first_shape_;  // the shape every plan is for, under plan_once
+  // What was measured and planned before the step that now runs on other inputs, a model changed
+  // or autocast (follow_what_is_measured), kept until that step trains.
+  struct SetAside {
+    MeasuredOn measured_on;
+    std::unique_ptr<Predictor> predictor;
+    PlanCache cache, exact_cache;
+    std::unordered_set<ShapeKey, ShapeKeyHash> remeasure;
+    std::unordered_map<ShapeKey, std::int64_t, ShapeKeyHash> unmodelled;
+    std::vector<RuntimeStage> stages;
+    std::optional<Shape> first_shape;
+    int state_saves;
+  };
+  std::optional<SetAside> set_aside_;
+  int state_saves_ = 0;                   // the predictor states written (MONET_PREDICTOR_STATE)
   Shape first_sizes_;                     // the sizes of the first input trained (its rank is kept)
   std::vector<RuntimeStage> cut_;         // the stages as cut from the model, before any join
   bool warm_start_tried_ = false;         // warm_start() runs once, before the first measurement
   bool clock_warned_ = false;             // said once that CUPTI could not time the stages
-  CachingAllocator* budgeted_ = nullptr;  // the pool the budget was last set on (pool_for)
   std::optional<StepRollback> rollback_;  // the step's, while one runs
   StepReport last_;
   RuntimeStats stats_;

@@ -798,6 +798,161 @@ TEST(RuntimeErrors, UnderPlanOnceAFirstStepThatThrowsSetsNoShape) {
   std::filesystem::remove(path + ".margins");
 }
 
+// A batch the model refuses (another dtype) or whose loss throws, on inputs other than the steps
+// before ran on, leaves what those steps measured and planned: the next batch like theirs is
+// neither measured again nor planned afresh, and the predictor's state file still holds every
+// shape they measured, also where the refused step's own measurement had written over it.
+TEST(RuntimeErrors, AStepOnOtherInputsThatDoesNotTrainKeepsWhatWasMeasured) {
+  install();
+  const std::string path = testing::fresh_state_path("monet_runtime_refused_batch.json");
+  torch::manual_seed(0);
+  torch::nn::Sequential model(torch::nn::Linear(64, 256), torch::nn::ReLU(),
+                              torch::nn::Linear(256, 1));
+  Options o;
+  o.budget_bytes = 64 << 20;
+  o.predictor_state = path;
+  Runtime rt(model, o);
+  const auto loss = [](const torch::Tensor& out) { return out.square().mean(); };
+  for (const std::int64_t batch : {8, 16, 32}) rt.step(torch::randn({batch, 4, 64}), loss);
+  ASSERT_EQ(rt.stats().profiled_steps, 3);
+  const std::string saved = testing::read_file(path);
+  ASSERT_EQ(Predictor::load(path).profiled_shapes(), 3);
+
+  // The model refuses it before anything is measured.
+  EXPECT_THROW(rt.step(torch::randn({8, 4, 64}, torch::kDouble), loss), c10::Error);
+  rt.step(torch::randn({8, 4, 64}), loss);
+  EXPECT_FALSE(rt.last_step().profiled);
+  EXPECT_TRUE(rt.last_step().plan_from_cache);
+  EXPECT_EQ(rt.stats().profiled_steps, 3);
+
+  // Its input needs its gradient: measured afresh (the measurement writes the state), then the
+  // planned run's loss throws.
+  const auto throws_when_planned = [](const torch::Tensor& out) -> torch::Tensor {
+    if (out.grad_fn()) throw std::runtime_error("labels of another batch");
+    return out.square().mean();
+  };
+  EXPECT_THROW(rt.step(torch::randn({8, 4, 64}).requires_grad_(true), throws_when_planned),
+               std::runtime_error);
+  EXPECT_EQ(rt.stats().profiled_steps, 4) << "the step with an input gradient was not measured";
+  EXPECT_EQ(testing::read_file(path), saved);
+  rt.step(torch::randn({16, 4, 64}), loss);
+  EXPECT_FALSE(rt.last_step().profiled);
+  EXPECT_EQ(rt.stats().steps, 5);
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".margins");
+}
+
+// The retry margins saved beside the predictor's state cannot be written (here a folder stands
+// where the file goes): a warning, not the batch. The batch that ran out of memory runs again,
+// and a step that trained returns its loss when the margins come down.
+TEST(RuntimeErrors, MarginsThatCannotBeSavedLoseNoBatch) {
+  install();
+  auto w = testing::small_transformer(64);
+  const auto b = w->batch(5, 0);
+  const std::string path = testing::fresh_state_path("monet_runtime_margins_unsaved.json");
+  Options o;
+  o.budget_bytes = 64 << 20;
+  o.predictor_state = path;
+  o.margin_relax_steps = 1;
+  Runtime rt(w->make_model(4), o);
+  int hogs = 0;
+  const Runtime::LossFn loss = hogging_loss(*w, b, o.budget_bytes, &hogs);
+  rt.step(b.input, loss);
+  const std::int64_t unraised = rt.last_step().budget_bytes;
+  std::filesystem::remove(path + ".margins");
+  ASSERT_TRUE(std::filesystem::create_directory(path + ".margins"));
+  hogs = 1;
+  ASSERT_NO_THROW(rt.step(b.input, loss));
+  EXPECT_EQ(rt.last_step().retries, 1);
+  EXPECT_LT(rt.last_step().budget_bytes, unraised) << "the plan that ran out of memory ran again";
+  ASSERT_NO_THROW(rt.step(b.input, loss));  // the margins come down: saved again, and refused
+  EXPECT_EQ(rt.stats().steps, 3);
+  rt.step(b.input, loss);
+  EXPECT_EQ(rt.last_step().budget_bytes, unraised);
+  std::filesystem::remove_all(path + ".margins");
+  std::filesystem::remove(path);
+}
+
+// Two runtimes on one device: each step runs under its own runtime's budget, whichever runtime
+// was made or stepped last.
+TEST(RuntimeErrors, EachRuntimesStepsRunUnderItsOwnBudget) {
+  install();
+  torch::nn::Sequential big(torch::nn::Linear(64, 256), torch::nn::ReLU(),
+                            torch::nn::Linear(256, 1));
+  torch::nn::Sequential side(torch::nn::Linear(16, 16));
+  Options a_options;
+  a_options.budget_bytes = 256 << 20;
+  Runtime a(big, a_options);
+  Options b_options;
+  b_options.budget_bytes = 0;  // no budget
+  Runtime b(side, b_options);
+  std::size_t seen = 1;
+  const auto loss = [&](const torch::Tensor& out) {
+    seen = pools::cpu().budget_bytes();
+    return out.square().mean();
+  };
+  a.step(torch::randn({8, 64}), loss);
+  EXPECT_EQ(seen, static_cast<std::size_t>(a_options.budget_bytes));
+  b.step(torch::randn({8, 16}), loss);
+  EXPECT_EQ(seen, 0u);
+  a.step(torch::randn({8, 64}), loss);
+  EXPECT_EQ(seen, static_cast<std::size_t>(a_options.budget_bytes));
+}
+
+// The caller's loss, and what it holds, is let go when the step ends: in training, in eval, and
+// where the loss throws.
+TEST(RuntimeErrors, TheLossAndWhatItHoldsGoWithTheStep) {
+  install();
+  torch::nn::Sequential model(torch::nn::Linear(16, 16), torch::nn::ReLU(),
+                              torch::nn::Linear(16, 1));
+  Options o;
+  o.budget_bytes = 64 << 20;
+  Runtime rt(model, o);
+  const torch::Tensor held = torch::randn({1 << 16});
+  const auto step = [&](bool throws) {
+    const auto loss = [held, throws](const torch::Tensor& out) -> torch::Tensor {
+      if (throws && out.grad_fn()) throw std::runtime_error("a loss that throws");
+      return out.square().mean() + 0 * held.sum();
+    };
+    return rt.step(torch::randn({8, 16}), loss);
+  };
+  step(false);
+  EXPECT_EQ(held.use_count(), 1) << "the loss of a step that trained is still held";
+  EXPECT_THROW(step(true), std::runtime_error);
+  EXPECT_EQ(held.use_count(), 1) << "the loss of a step that threw is still held";
+  model->eval();
+  step(false);
+  EXPECT_EQ(held.use_count(), 1) << "the loss of an eval step is still held";
+}
+
+// Under plan_once, a batch out of retries is named, with the shape its plan was made for.
+TEST(RuntimeErrors, UnderPlanOnceABatchOutOfRetriesNamesItsShapeAndThePlans) {
+  install();
+  auto w = testing::small_transformer(64);
+  const workloads::Batch first = w->batch(5, 0);
+  const workloads::Batch later = w->largest_batch();
+  ASSERT_NE(first.input.sizes(), later.input.sizes());
+  Options o;
+  o.budget_bytes = 64 << 20;
+  o.plan_once = true;
+  o.max_retries = 0;
+  Runtime rt(w->make_model(4), o);
+  int hogs = 0;
+  rt.step(first.input, hogging_loss(*w, first, o.budget_bytes, &hogs));
+  hogs = 100;
+  const auto dims = [](const workloads::Batch& b) {
+    return std::to_string(b.input.size(0)) + "x" + std::to_string(b.input.size(1));
+  };
+  try {
+    rt.step(later.input, hogging_loss(*w, later, o.budget_bytes, &hogs));
+    ADD_FAILURE() << "a batch out of memory at every run was not lost";
+  } catch (const InfeasibleBudgetError& e) {
+    EXPECT_THAT(std::string(e.what()),
+                ::testing::HasSubstr("input shape " + dims(later) + " (running the plan made for " +
+                                     dims(first) + ", Options::plan_once) ran out of memory"));
+  }
+}
+
 // A child of the Sequential that gives a tuple (a plain Sequential passes it to the next child)
 // is named, with what to do, rather than left to LibTorch's cast error.
 struct GivesTupleImpl : torch::nn::Module {
