@@ -23,9 +23,10 @@ class FlagError : public std::runtime_error {
 inline int int_flag(const std::string& flag, const std::string& text, int least, int most,
                     const std::string& range) {
   const std::optional<long long> value = monet::parse_whole_number(text);
-  if (!value || *value < std::numeric_limits<int>::min() ||
-      *value > std::numeric_limits<int>::max()) {
-    throw FlagError("bad number '" + text + "' for " + flag + "; give a whole number");
+  if (!value) throw FlagError("bad number '" + text + "' for " + flag + "; give a whole number");
+  if (*value < std::numeric_limits<int>::min() || *value > std::numeric_limits<int>::max()) {
+    throw FlagError("bad number '" + text + "' for " + flag + ": it is outside " +
+                    std::to_string(least) + " to " + std::to_string(most));
   }
   if (*value < least || *value > most) throw FlagError(range);
   return static_cast<int>(*value);

@@ -133,6 +133,11 @@ class Bench {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "monet-bench: no timeline.svg: its run failed: %s\n", e.what());
     }
+    // An earlier run's timeline would stand beside this run's results as if it were theirs.
+    if (!timeline) {
+      std::error_code ignored;
+      std::filesystem::remove(flags_.out + "/timeline.svg", ignored);
+    }
     if (flags_.json) {
       std::cout << all.dump(2) << std::endl;
     } else {

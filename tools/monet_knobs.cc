@@ -14,7 +14,10 @@ int main(int argc, char** argv) {
   }
   if (argc > 1) {
     const bool help = std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0;
-    (help ? std::cout : std::cerr)
+    if (!help || argc > 2) {
+      std::cerr << "monet-knobs: unknown argument '" << argv[help ? 2 : 1] << "'\n";
+    }
+    (help && argc == 2 ? std::cout : std::cerr)
         << "usage: monet-knobs [--defaults]\n"
            "Prints every MONET_* knob, its value here (or its default) and its meaning;\n"
            "with --defaults, each knob's name and default.\n";

@@ -98,10 +98,14 @@ Args parse_args(int argc, char** argv) {
     if (arg == "-h" || arg == "--help") {
       args.help = true;
     } else if (arg == "--chain") {
+      if (have_chain) throw UsageError("--chain was given twice; give one chain file");
       args.chain_path = value();
       have_chain = true;
     } else if (arg == "--predictor") {
       args.predictor_path = value();
+      if (args.predictor_path.empty()) {
+        throw UsageError("--predictor was given an empty path; give the predictor state's file");
+      }
     } else if (arg == "--shape") {
       args.shape = value();
     } else if (arg == "--fixed") {
@@ -159,6 +163,9 @@ Args parse_args(int argc, char** argv) {
     return args;
   }
   if (!have_budget) throw UsageError("--budget B is required");
+  if (args.compare && have_strategy) {
+    throw UsageError("--compare plans with every strategy: leave out --strategy, or --compare");
+  }
   return args;
 }
 

@@ -25,13 +25,15 @@ namespace {
 
 [[noreturn]] void usage(const std::string& problem) {
   if (!problem.empty()) std::cerr << "monet-replay: " << problem << "\n";
-  std::cerr << "usage: monet-replay TRACE [--budget B] [--granularity G] [--json]\n"
-               "  TRACE            a file written with MONET_TRACE=FILE\n"
-               "  --budget B       replay under this budget (1GiB, 512MiB...); default: none\n"
-               "  --granularity G  commit memory in granules of G (default 2MiB, as CUDA's\n"
-               "                   expandable segments do; monet's CPU pool uses 64KiB);\n"
-               "                   0 holds segments whole, as cudaMalloc does\n"
-               "  --json           print one JSON object per device instead of a table\n";
+  // Asked for (no problem), the help goes to stdout, to be paged or searched.
+  (problem.empty() ? std::cout : std::cerr)
+      << "usage: monet-replay TRACE [--budget B] [--granularity G] [--json]\n"
+         "  TRACE            a file written with MONET_TRACE=FILE\n"
+         "  --budget B       replay under this budget (1GiB, 512MiB...); default: none\n"
+         "  --granularity G  commit memory in granules of G (default 2MiB, as CUDA's\n"
+         "                   expandable segments do; monet's CPU pool uses 64KiB);\n"
+         "                   0 holds segments whole, as cudaMalloc does\n"
+         "  --json           print one JSON object per device instead of a table\n";
   std::exit(problem.empty() ? 0 : 2);
 }
 
@@ -83,8 +85,9 @@ int main(int argc, char** argv) {
   } catch (const monet::ConfigError& e) {
     usage(e.what());
   }
-  if (granularity != 0 && ((granularity & (granularity - 1)) != 0 || granularity < 512)) {
-    usage("--granularity must be 0 or a power of two of at least 512 bytes");
+  if (granularity != 0 && ((granularity & (granularity - 1)) != 0 || granularity < 512 ||
+                           granularity > (std::size_t{1} << 30))) {
+    usage("--granularity must be 0 or a power of two from 512 bytes to 1GiB (CUDA's is 2MiB)");
   }
   try {
     // A folder opens as a file and reads as nothing: an empty trace.

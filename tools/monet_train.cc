@@ -50,7 +50,8 @@ struct Flags {
 
 [[noreturn]] void usage(const std::string& problem) {
   if (!problem.empty()) std::cerr << "monet-train: " << problem << "\n";
-  std::cerr
+  // Asked for (no problem), the help goes to stdout, to be paged or searched.
+  (problem.empty() ? std::cout : std::cerr)
       << "usage: monet-train [--model transformer|resnet] [--budget B] [--steps N]\n"
          "                   [--strategy S] [--json] [--no-baseline] [--trace FILE] [--seed S]\n"
          "                   [--device D] [--autocast]\n"

@@ -16,7 +16,8 @@ namespace {
 
 [[noreturn]] void usage(const std::string& problem) {
   if (!problem.empty()) std::cerr << "monet-bench: " << problem << "\n";
-  std::cerr
+  // Asked for (no problem), the help goes to stdout, to be paged or searched.
+  (problem.empty() ? std::cout : std::cerr)
       << "usage: monet-bench [--model transformer|resnet|all] [--strategies LIST]\n"
          "                   [--budgets LIST] [--margin P] [--steps N] [--rounds R] [--quick]\n"
          "                   [--size cpu|gpu] [--warm] [--json] [--out DIR] [--seed S]\n"
