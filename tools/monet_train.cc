@@ -302,13 +302,18 @@ int run(const Flags& flags) {
 int main(int argc, char** argv) {
   monet::tools::report_crashes("monet-train");
   const Flags flags = parse(argc, argv);
+  // The runtime's messages name the budget's variable; given on the command line, it is --budget's.
+  const char* const from_flag =
+      flags.budget.empty() ? "" : "monet-train: the budget here is --budget's: set it there\n";
   try {
     return run(flags);
   } catch (const monet::InfeasibleBudgetError& e) {
-    std::cerr << "\nmonet-train: " << e.what() << "\n";
+    std::cerr << "\nmonet-train: " << e.what() << "\n" << from_flag;
     return 1;
   } catch (const monet::ConfigError& e) {
     std::cerr << "monet-train: " << e.what() << "\n";
+    const std::string what = e.what();
+    if (what.find("MONET_BUDGET") != std::string::npos) std::cerr << from_flag;
     return 2;
   } catch (const c10::OutOfMemoryError& e) {
     // Outside a training step (making the model or a batch): there was no step to plan, so no
