@@ -724,7 +724,6 @@ class RuntimeImpl {
     set_aside_.emplace(SetAside{std::move(earlier), std::move(predictor_), std::move(cache_),
                                 std::move(exact_cache_), std::move(remeasure_),
                                 std::move(unmodelled_), stages_, first_shape_, state_saves_});
-    predictor_.reset();
     cache_ = PlanCache(set_aside_->cache.options());
     exact_cache_ = PlanCache(set_aside_->exact_cache.options());
     remeasure_.clear();
@@ -742,10 +741,7 @@ class RuntimeImpl {
     if (!set_aside_) return;
     SetAside a = std::move(*set_aside_);
     set_aside_.reset();
-    std::function<at::Tensor(const at::Tensor&)> loss_fn = std::move(stages_.back().fn);
-    stages_ = std::move(a.stages);
-    stages_.back().fn = std::move(loss_fn);
-    index_parameters();
+    set_stages(std::move(a.stages));
     measured_on_ = std::move(a.measured_on);
     predictor_ = std::move(a.predictor);
     cache_ = std::move(a.cache);
@@ -1212,6 +1208,14 @@ class RuntimeImpl {
     measured_on_ = measured_on(input);
   }
 
+  // `stages` in place of the runtime's, with the step's loss kept in the last.
+  void set_stages(std::vector<RuntimeStage> stages) {
+    std::function<at::Tensor(const at::Tensor&)> loss_fn = std::move(stages_.back().fn);
+    stages_ = std::move(stages);
+    stages_.back().fn = std::move(loss_fn);
+    index_parameters();
+  }
+
   // Back to the stages as cut from the model, before a measurement made afresh: what the stages
   // keep changes with what is measured afresh (a frozen Linear keeps not its input, an unfrozen
   // one does), and the first measurement after it joins stages again where they keep what makes
@@ -1219,10 +1223,7 @@ class RuntimeImpl {
   // start between its parts.
   void part_joined_stages(const at::Tensor& input) {
     if (stages_.size() == cut_.size()) return;
-    std::function<at::Tensor(const at::Tensor&)> loss_fn = std::move(stages_.back().fn);
-    stages_ = cut_;
-    stages_.back().fn = std::move(loss_fn);
-    index_parameters();
+    set_stages(cut_);
     measured_on_ = measured_on(input);
     log(LogLevel::kInfo,
         "the joined stages are parted again ({} stages) for the measurement made afresh, which "
