@@ -36,6 +36,13 @@ bool parse_unsigned(const std::string& text, int base, std::uint64_t* value) {
   return errno == 0;
 }
 
+// "cpu" or "cuda:N", as the pools name their devices.
+bool is_device(const std::string& device) {
+  if (device == "cpu") return true;
+  std::uint64_t index = 0;
+  return device.compare(0, 5, "cuda:") == 0 && parse_unsigned(device.substr(5), 10, &index);
+}
+
 ConfigError unwritable(const std::string& path, int error) {
   return ConfigError(
       fmt::format("MONET_TRACE='{}' cannot be written ({}). Name a file in a folder that exists "
@@ -183,11 +190,17 @@ std::vector<TraceEvent> read_trace(std::istream& in, std::string* cut_last_line)
           "without a sign)",
           number, line));
     }
+    if (!is_device(e.device)) {
+      throw std::runtime_error(
+          fmt::format("trace line {}: '{}' names device '{}', which is not cpu or cuda:N", number,
+                      line, e.device));
+    }
     e.op = static_cast<TraceEvent::Op>(op[0]);
     e.time_ns = t;
     e.stream = static_cast<std::uintptr_t>(s);
     e.bytes = static_cast<std::size_t>(b);
     e.address = static_cast<std::uintptr_t>(a);
+    e.line = number;
     events.push_back(std::move(e));
   }
   return events;

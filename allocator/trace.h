@@ -29,6 +29,7 @@ struct TraceEvent {
   std::uintptr_t stream = 0;
   std::size_t bytes = 0;
   std::uintptr_t address = 0;
+  std::size_t line = 0;  // the trace's line it was read from (read_trace); 0 where not read
 };
 
 // Appends events to a file; shared by every pool in the process. Thread-safe.
@@ -74,7 +75,8 @@ class TraceWriter {
 // it is.
 void check_trace_path(const std::string& path);
 
-// Reads a whole trace. Throws std::runtime_error naming the line for anything malformed. Every
+// Reads a whole trace. Throws std::runtime_error naming the line for anything malformed, a device
+// that is not "cpu" or "cuda:N" among them. Every
 // event TraceWriter writes ends with a newline: where `cut_last_line` is given, a last line
 // without one (its writer stopped while writing it: killed, crashed, its disk full) is left out
 // and put there, "" where the trace ends whole; without it, that line is read as any other.

@@ -346,7 +346,8 @@ int run(const Args& args) {
   }
   const monet::PlanResult baseline = monet::Planner(monet::Strategy::kNone).try_plan(chain, 0);
   const auto budget = static_cast<std::int64_t>(
-      monet::parse_budget(args.budget, static_cast<std::size_t>(baseline.peak_bytes), "--budget"));
+      monet::parse_budget(args.budget, static_cast<std::size_t>(baseline.peak_bytes), "--budget",
+                          "the chain's peak without checkpoints"));
   if (args.compare) {
     std::vector<monet::PlanResult> results;
     for (monet::Strategy s : monet::all_strategies()) {

@@ -40,9 +40,13 @@ namespace {
 struct Replay {
   std::unique_ptr<monet::HostBackend> backend;
   std::unique_ptr<monet::CachingAllocator> pool;
-  // Traced address -> replayed address; nullptr for an allocation the replay refused, whose free
-  // is then skipped, not counted as a free of a block allocated before the trace began.
-  std::map<std::uintptr_t, void*> live;
+  struct Live {
+    void* replayed;     // nullptr for an allocation the replay refused: its free is then skipped,
+                        // not counted as a free of a block allocated before the trace began
+    std::size_t bytes;  // what the allocation asked for
+    std::size_t line;   // the trace's line that allocated it
+  };
+  std::map<std::uintptr_t, Live> live;  // by traced address
   std::uint64_t refused = 0;
   std::uint64_t unmatched_frees = 0;
 };
@@ -118,20 +122,40 @@ int main(int argc, char** argv) {
       r.pool = std::make_unique<monet::CachingAllocator>(
           *r.backend, monet::CachingAllocator::Options{budget, nullptr});
     }
+    // A pool hands out no address twice at once and a free repeats its allocation's size: a
+    // trace where either fails is damaged (lines lost, or two traces run together), and replaying
+    // it would hold a block forever or free the wrong one.
+    auto damaged = [&](const std::string& what) {
+      std::cerr << "monet-replay: " << path << ": trace line " << e.line << ": " << what
+                << "; the trace is damaged (lines lost, or two traces joined) and is not "
+                   "replayed\n";
+      return 2;
+    };
     if (e.op == monet::TraceEvent::Op::kAlloc) {
+      if (auto it = r.live.find(e.address); it != r.live.end()) {
+        return damaged(fmt::format(
+            "it allocates 0x{:x} on {}, which line {} allocated and no line has freed since",
+            e.address, e.device, it->second.line));
+      }
+      void* replayed = nullptr;
       try {
-        r.live[e.address] = r.pool->allocate(e.bytes, e.stream);
+        replayed = r.pool->allocate(e.bytes, e.stream);
       } catch (const monet::OutOfMemoryError&) {
         ++r.refused;
-        r.live[e.address] = nullptr;
       }
+      r.live.emplace(e.address, Replay::Live{replayed, e.bytes, e.line});
     } else {
       auto it = r.live.find(e.address);
       if (it == r.live.end()) {
         ++r.unmatched_frees;  // allocated before tracing began
         continue;
       }
-      if (it->second != nullptr) r.pool->free(it->second);
+      if (it->second.bytes != e.bytes) {
+        return damaged(
+            fmt::format("it frees 0x{:x} on {} as {} bytes, which line {} allocated as {}",
+                        e.address, e.device, e.bytes, it->second.line, it->second.bytes));
+      }
+      if (it->second.replayed != nullptr) r.pool->free(it->second.replayed);
       r.live.erase(it);
     }
   }

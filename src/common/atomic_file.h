@@ -5,9 +5,11 @@
 
 namespace monet {
 
-// Writes `text` to `path`.tmp, then renames it over `path`, so that a job stopped in the middle
-// leaves the file as it was. Throws ConfigError when the folder cannot be written, saying
-// "`who`: cannot write `what` to ..." and what to check.
+// Writes `text` to a temporary file beside `path` (`path`.tmp.<pid>.<n>, this call's own), syncs
+// it to the disk and renames it over `path`, so that a job stopped in the middle, a power loss,
+// or another process saving the same path at the same time leaves `path` whole: as it was, or
+// one writer's text. Throws ConfigError when the folder cannot be written, saying "`who`: cannot
+// write `what` to `path` (why)" and what to check; nothing half-written stays behind.
 void write_file_atomically(const std::string& path, const std::string& text, const std::string& who,
                            const std::string& what);
 

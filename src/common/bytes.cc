@@ -21,7 +21,8 @@ constexpr double kKi = 1024.0;
 struct Reading {
   std::string_view variable;
   bool budget;
-  bool shares;  // a share ("60%") is a form it takes
+  bool shares;                // a share ("60%") is a form it takes
+  std::string_view share_of;  // what a share is of, as the message says it
 };
 
 [[noreturn]] void reject(const Reading& r, std::string_view text, std::string_view why) {
@@ -29,7 +30,7 @@ struct Reading {
       "{}='{}' is not a {} monet can use ({}). Use bytes (1073741824){} a size with a unit "
       "(8GiB, 8G, 7500MB, 512MiB){}.",
       r.variable, text, r.budget ? "budget" : "size", why, r.shares ? "," : " or",
-      r.shares ? " or a share of the device's memory (60%)" : ""));
+      r.shares ? fmt::format(" or a share of {} (60%)", r.share_of) : std::string()));
 }
 
 // Multiplier for a unit suffix, or 0 when the suffix is not a unit.
@@ -95,13 +96,13 @@ std::size_t parse(std::string_view text, std::size_t total, const Reading& r) {
 
 }  // namespace
 
-std::size_t parse_budget(std::string_view text, std::size_t device_total_bytes,
-                         std::string_view variable) {
-  return parse(text, device_total_bytes, Reading{variable, true, device_total_bytes > 0});
+std::size_t parse_budget(std::string_view text, std::size_t total_bytes, std::string_view variable,
+                         std::string_view share_of) {
+  return parse(text, total_bytes, Reading{variable, true, total_bytes > 0, share_of});
 }
 
 std::size_t parse_size(std::string_view text, std::string_view variable) {
-  return parse(text, 0, Reading{variable, false, false});
+  return parse(text, 0, Reading{variable, false, false, {}});
 }
 
 std::string format_bytes(std::size_t bytes) {

@@ -11,6 +11,8 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/atomic_file.h"
 #include "common/log.h"
@@ -66,6 +68,23 @@ TEST(ParseBudget, NamesTheVariableItWasGiven) {
         }
       },
       ConfigError);
+}
+
+// The message offers a share of what the caller says the total is.
+TEST(ParseBudget, OffersAShareOfWhatTheTotalIs) {
+  try {
+    parse_budget("lots", 1000, "--budget", "the chain's peak without checkpoints");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("a share of the chain's peak without checkpoints (60%)"));
+    EXPECT_THAT(e.what(), Not(HasSubstr("device")));
+  }
+  try {
+    parse_budget("lots", 1000);
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("a share of the device's memory (60%)"));
+  }
 }
 
 // Where no total is known (a tool's --budget), a share is refused, and the message does not offer
@@ -142,6 +161,15 @@ std::string read_whole(const std::filesystem::path& path) {
   return text.str();
 }
 
+std::vector<std::string> files_in(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 // A write that stops short (a full disk; here the process's file size limit) keeps the file as it
 // was, leaves no part of the text behind, and says why.
 TEST(WriteFileAtomically, AWriteThatStopsShortLeavesNothingBehind) {
@@ -166,10 +194,44 @@ TEST(WriteFileAtomically, AWriteThatStopsShortLeavesNothingBehind) {
   ::setrlimit(RLIMIT_FSIZE, &saved);
   std::signal(SIGXFSZ, handler);
 
-  EXPECT_THAT(message, HasSubstr("monet-test: cannot write the state to '" + path +
-                                 ".tmp' (File too large)"));
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_THAT(message,
+              HasSubstr("monet-test: cannot write the state to '" + path + "' (File too large)"));
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{"state.json"});
   EXPECT_EQ(read_whole(path), "before\n");
+  std::filesystem::remove_all(dir);
+}
+
+// Two processes saving one path at once (the workers of a launcher given one
+// MONET_PREDICTOR_STATE; here two threads): each save renames a whole file of its own over it, so
+// that a reader meets one writer's text whole, never a mix, a part or nothing, and no save fails.
+// With one temporary name for every writer, one wrote into the other's file or renamed it away.
+TEST(WriteFileAtomically, WritersAtOnceLeaveOneWholeFile) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("monet-atomic-race-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "state.json").string();
+  const std::string a(256 << 10, 'a'), b(256 << 10, 'b');
+  write_file_atomically(path, a, "monet-test", "the state");
+  std::vector<std::string> failures(2);
+  auto writer = [&](const std::string& text, std::string* failure) {
+    try {
+      for (int i = 0; i < 60; ++i) write_file_atomically(path, text, "monet-test", "the state");
+    } catch (const ConfigError& e) {
+      *failure = e.what();
+    }
+  };
+  std::thread first(writer, std::cref(a), &failures[0]);
+  std::thread second(writer, std::cref(b), &failures[1]);
+  int mixed = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::string seen = read_whole(path);
+    if (seen != a && seen != b) ++mixed;
+  }
+  first.join();
+  second.join();
+  EXPECT_EQ(failures, std::vector<std::string>(2));
+  EXPECT_EQ(mixed, 0) << "reads that met neither writer's text whole";
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{"state.json"});
   std::filesystem::remove_all(dir);
 }
 
@@ -185,7 +247,7 @@ TEST(CheckWritable, AFolderIsNamed) {
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("state.json': it is a folder; name a file"));
   }
-  EXPECT_FALSE(std::filesystem::exists(dir / "state.json.tmp"));
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{"state.json"});
   std::filesystem::remove_all(dir);
 }
 

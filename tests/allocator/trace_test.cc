@@ -128,7 +128,10 @@ TEST(Trace, MalformedLinesAreNamed) {
   for (const char* bad :
        {"a 1 cpu 0 -5 0x1000", "a 1 cpu 0 +5 0x1000", "a 1x cpu 0 5 0x1000", "a 1 cpu -1 5 0x1000",
         "a 1 cpu 0 99999999999999999999 0x1000", "a 1 cpu 0 5 0x", "a 1 cpu 0 5 0x12g",
-        "a 1 cpu 0 5 1000", "ab 1 cpu 0 5 0x1000", "a 1 cpu 0 5 0x1000 f 2 cpu 0 5 0x1000"}) {
+        "a 1 cpu 0 5 1000", "ab 1 cpu 0 5 0x1000", "a 1 cpu 0 5 0x1000 f 2 cpu 0 5 0x1000",
+        // A device the pools do not name: a trace damaged, or not monet's.
+        "a 1 gpu 0 5 0x1000", "a 1 cuda 0 5 0x1000", "a 1 cuda: 0 5 0x1000",
+        "a 1 cuda:-1 0 5 0x1000", "a 1 cuda:1x 0 5 0x1000", "a 1 CPU 0 5 0x1000"}) {
     std::istringstream line(std::string("# monet-trace 1\n") + bad + "\n");
     try {
       read_trace(line);
@@ -141,6 +144,8 @@ TEST(Trace, MalformedLinesAreNamed) {
       "# monet-trace 1\nf 7 cuda:1 93824992236880 18446744073709551615 0xFFab\n");
   const std::vector<TraceEvent> events = read_trace(good);
   ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].device, "cuda:1");
+  EXPECT_EQ(events[0].line, 2u);
   EXPECT_EQ(events[0].bytes, SIZE_MAX);
   EXPECT_EQ(events[0].stream, 93824992236880u);
   EXPECT_EQ(events[0].address, 0xFFABu);

@@ -56,11 +56,16 @@ namespace {
   std::exit(problem.empty() ? 0 : 2);
 }
 
-std::vector<std::string> split(const std::string& text) {
+// The comma-separated entries of `flag`'s `text`. An empty entry ("45,,60", "45,") is refused
+// rather than skipped: it is most likely a value left out.
+std::vector<std::string> split(const std::string& flag, const std::string& text) {
   std::vector<std::string> parts;
   std::stringstream in(text);
-  for (std::string part; std::getline(in, part, ',');) {
-    if (!part.empty()) parts.push_back(part);
+  for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
+  if (!text.empty() && text.back() == ',') parts.emplace_back();
+  for (const std::string& part : parts) {
+    if (part.empty())
+      usage(flag + " '" + text + "' has an empty entry; separate entries by one comma");
   }
   return parts;
 }
@@ -86,7 +91,7 @@ Flags parse(int argc, char** argv) {
           usage("unknown model '" + m + "'; use transformer, resnet or all");
         }
       } else if (arg == "--strategies") {
-        f.strategies = split(value());
+        f.strategies = split(arg, value());
         for (auto s = f.strategies.begin(); s != f.strategies.end(); ++s) {
           if (*s != "all" && *s != "sqrt" && *s != "static" && *s != "greedy" && *s != "dp" &&
               *s != "monet") {
@@ -100,7 +105,7 @@ Flags parse(int argc, char** argv) {
         if (f.strategies.empty()) usage("--strategies needs at least one strategy");
       } else if (arg == "--budgets") {
         f.budgets.clear();
-        for (const std::string& b : split(value())) {
+        for (const std::string& b : split(arg, value())) {
           const int percent = tools::int_flag(
               arg, b, 1, 100, "budget " + b + " is not a percentage from 1 to 100 of the peak");
           if (std::find(f.budgets.begin(), f.budgets.end(), percent) != f.budgets.end()) {
