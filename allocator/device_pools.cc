@@ -210,7 +210,10 @@ void validate_environment() {
   cuda_segments_expandable();
   if (auto stats = env_value("MONET_STATS");
       stats && *stats != "0" && *stats != "1" && *stats != "auto") {
-    throw ConfigError(fmt::format("MONET_STATS='{}' is not 1, 0 or auto.", *stats));
+    throw ConfigError(fmt::format(
+        "MONET_STATS='{}' is not 1, 0 or auto. Use 1 (print the allocator's statistics at exit), "
+        "0 (never) or auto (the default: under the preload or the pluggable hook), or unset it.",
+        *stats));
   }
   if (auto path = env_value("MONET_TRACE")) check_trace_path(*path);
 }

@@ -219,6 +219,13 @@ void Predictor::check_costs(int stage, int variant, const VariantCosts& measured
           layout_[stage].name, stage, layout_[stage].variants[variant], quantity_name(q), v,
           kMaxChainSeconds));
     }
+    if (is_bytes(q) && v > static_cast<double>(kMaxChainBytes)) {
+      throw std::invalid_argument(fmt::format(
+          "monet predictor: stage '{}' (index {}), variant '{}': {} = {} bytes is more than a "
+          "stage can hold ({} bytes, 1 PiB): check what measured it",
+          layout_[stage].name, stage, layout_[stage].variants[variant], quantity_name(q), v,
+          kMaxChainBytes));
+    }
     if (std::isfinite(v) && v >= 0.0) continue;
     throw std::invalid_argument(fmt::format(
         "monet predictor: stage '{}' (index {}), variant '{}': {} = {} is not a measurement; "

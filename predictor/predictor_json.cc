@@ -239,6 +239,10 @@ Predictor Predictor::from_json(const json& state, const std::string& source) {
     r.at().clear();
     const std::int64_t fixed = state.contains("fixed_bytes") ? r.integer(state, "fixed_bytes") : 0;
     if (fixed < 0) malformed(source, fmt::format("fixed_bytes = {} is negative", fixed));
+    if (fixed > kMaxChainBytes) {
+      malformed(source, fmt::format("fixed_bytes = {} is more than a chain can hold ({}, 1 PiB)",
+                                    fixed, kMaxChainBytes));
+    }
     p.fixed_bytes_ = fixed;
     if (state.contains("measured_on")) p.measured_on_ = r.string(state, "measured_on");
 
@@ -297,6 +301,28 @@ Predictor Predictor::from_json(const json& state, const std::string& source) {
             value.mean = r.finite_nonnegative(values, "mean");
             value.m2 = r.finite_nonnegative(values, "m2");
             value.max = r.finite_nonnegative(values, "max");
+            // What observe() refuses, and statistics no measurements give: each would load and
+            // then mislead every plan (a time the planner refuses, a spread that leaves no shape
+            // confident).
+            const double most =
+                is_bytes(q) ? static_cast<double>(kMaxChainBytes) : kMaxChainSeconds;
+            if (value.max > most) {
+              r.fail(fmt::format("\"max\" = {} is more than a stage can {} ({} {})", value.max,
+                                 is_bytes(q) ? "hold" : "take", most,
+                                 is_bytes(q) ? "bytes, 1 PiB" : "s, about 32 years"));
+            }
+            if (value.max < value.mean * (1.0 - 1e-9)) {
+              r.fail(
+                  fmt::format("\"max\" = {} is below \"mean\" = {}; the largest measurement "
+                              "cannot be below their mean",
+                              value.max, value.mean));
+            }
+            if (sm.count == 1 && value.m2 != 0.0) {
+              r.fail(
+                  fmt::format("\"m2\" = {} with \"count\" 1; one measurement has no spread "
+                              "(m2 0)",
+                              value.m2));
+            }
             r.at() = measurement_at;
           }
           p.models_[i][v].restore(static_cast<int>(id), sm);

@@ -23,7 +23,9 @@ constexpr int kCpu = -1;
 // were built with CUDA and a GPU is present, every CUDA tensor through monet's CUDA pools
 // (PyTorch's pluggable-allocator hook; call before the first CUDA tensor is made: after it,
 // PyTorch refuses the swap and install() throws monet::ConfigError saying so). Reads and checks
-// the MONET_* variables: a malformed one throws monet::ConfigError. Idempotent.
+// the allocator's MONET_* variables (MONET_BUDGET, MONET_CPU_BUDGET, MONET_CUDA_SEGMENTS,
+// MONET_LOG, MONET_STATS, MONET_TRACE): a malformed one throws monet::ConfigError; the runtime's
+// (MONET_MARGIN, MONET_PLANNER, ...) are checked by Options::from_env(). Idempotent.
 void install();
 
 // Statistics of the pool of `device` (kCpu or a CUDA index). Throws std::out_of_range for a

@@ -26,7 +26,8 @@ typedef struct CUstream_st* cudaStream_t;
 void* monet_malloc(ssize_t size, int device, cudaStream_t stream);
 void monet_free(void* ptr, ssize_t size, int device, cudaStream_t stream);
 void* monet_try_malloc(size_t size, int device, cudaStream_t stream);
-/* The block at ptr is also used on stream: it is reused only after that stream's work is done. */
+/* The block at ptr is also used on stream: it is reused only after that stream's work is done.
+ * A pointer monet did not hand out throws std::invalid_argument, as monet_free does. */
 void monet_record_stream(void* ptr, int device, cudaStream_t stream);
 /* Bytes allocated and reserved on device now, and the budget (0: none). */
 void monet_memory_info(int device, size_t* allocated, size_t* reserved, size_t* budget);

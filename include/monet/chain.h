@@ -16,6 +16,10 @@ namespace monet {
 // planners' sums of times over stages and recomputations stay finite. The predictor refuses a
 // measurement above it, the planner a chain.
 inline constexpr double kMaxChainSeconds = 1e9;
+// The largest byte count a chain may hold, 1 PiB: far above any device's memory, and low enough
+// that adding a stage's few numbers in 64 bits never overflows. The predictor refuses a
+// measurement above it, the planner a chain.
+inline constexpr std::int64_t kMaxChainBytes = std::int64_t{1} << 50;
 
 struct VariantCosts {
   std::string name = "default";  // the first variant of a stage is its default implementation

@@ -28,7 +28,8 @@ class BudgetBelowModelError : public ConfigError {
 
 // A use of autograd that monet's checkpointed segments cannot serve: gradients of gradients
 // (backward with create_graph) or torch::autograd::grad() through a segment, whose recomputation
-// runs its own backward and adds to the parameters' .grad.
+// runs its own backward and adds to the parameters' .grad. Also a Runtime's step started while a
+// step runs in another thread: monet trains from one thread per process.
 class UnsupportedError : public std::logic_error {
  public:
   using std::logic_error::logic_error;

@@ -11,12 +11,13 @@
 
 namespace monet {
 
-// The modes, from the most kept to the least. Chains and plans name a stage's variants by these
-// names (a stage's variant index is its position among the modes it has, not the value).
+// The modes. Each keeps less than the one before it in this order: default, compact, recompute,
+// regenerate (the values are not in that order). Chains and plans name a stage's variants by
+// these names (a stage's variant index is its position among the modes it has, not the value).
 enum class OpMode : int {
   kDefault = 0,     // what torch::nn keeps for backward
   kCompact = 1,     // less kept, same arithmetic: 1-bit ReLU and dropout masks, output-keeping
-                    // BatchNorm, compact pooling indices, output-only softmax
+                    // BatchNorm, compact pooling indices (softmax keeps its output in every mode)
   kRegenerate = 2,  // kRecompute, and dropout keeps only its RNG seed and offset (a different
                     // draw from torch's: the runtime uses it only when allowed)
   kRecompute = 3,   // kCompact, and a fused op recomputes an inner convolution's output in

@@ -62,15 +62,16 @@ enum class StageClock {
 
 struct Options {
   // Bytes the training device may hold (cached or in use); 0 means no budget: every stage is kept
-  // and nothing is measured. When positive it becomes the allocator's budget.
-  // Default: MONET_BUDGET, else 0.
+  // and nothing is measured. It becomes the budget of the training device's pool when the Runtime
+  // is made and at each step (0 lifts the pool's cap, MONET_BUDGET's included, so that a baseline
+  // runs unconstrained beside budgeted Runtimes). Default: MONET_BUDGET, else 0.
   std::int64_t budget_bytes = 0;
   // How plans are chosen (MONET_PLANNER; default monet).
   Strategy strategy = Strategy::kMonet;
   // Fraction of the budget plans leave free for what the memory model does not count: the
-  // allocator's rounding and fragmentation, the optimizer's temporaries. A batch that runs out of
-  // memory raises it by retry_margin_step for its shape, and shapes planned after it start from
-  // the raised margin where a plan fits with it (MONET_MARGIN; default 0.10).
+  // allocator's rounding and fragmentation, the optimizer's temporaries; 2 MiB at the least. A
+  // batch that runs out of memory raises it by retry_margin_step for its shape, and shapes planned
+  // after it start from the raised margin where a plan fits with it (MONET_MARGIN; default 0.10).
   double margin = 0.10;
   double retry_margin_step = 0.10;
   // After this many steps in a row with no batch out of memory, what retries added to the margin
@@ -85,10 +86,13 @@ struct Options {
   // shape, so that a restarted job need not profile again (MONET_PREDICTOR_STATE; default none).
   // Under a budget, what retries added to the margin is kept beside it, in the file of the same
   // path and ".margins", and taken by a job of the same budget and margin that starts again.
-  // The Runtime's constructor throws ConfigError when the file's folder cannot be written. A state
-  // measured on another input (dtype, device, its gradient asked for or not), other parameter
-  // dtypes, frozen parameters, autocast, or another allow_rng_variants or substitute_variants, is
-  // not taken: the job measures afresh and writes over it.
+  // The Runtime's constructor throws ConfigError when the file's folder cannot be written; a save
+  // that fails later (a full disk) is a warning, and the job goes on. A state measured on another
+  // input (dtype, device, its gradient asked for or not), other parameter dtypes or another count
+  // of parameter elements, frozen parameters, autocast, or another allow_rng_variants or
+  // substitute_variants, is not taken: the job measures afresh and writes over it. A state of
+  // another model (other stages), of another number of varying dims, or that cannot be read, is a
+  // ConfigError at the first step, and the file is left as it is.
   std::string predictor_state;
   // Which dims of the input vary between batches (the shape the predictor learns on and the plan
   // cache keys by), at most 4. Empty: dims 0 and 1 of a 2-D or 3-D input (batch, sequence); dims
@@ -190,17 +194,23 @@ class Runtime {
   // One training step on `input`: forward as planned, loss_fn on the output, backward (gradients
   // accumulate into the parameters as loss.backward() would). Returns the loss, detached.
   // Runs out of memory at most max_retries times per batch, each time rolled back and replanned
-  // with a larger margin; then, or when no plan fits at all, throws InfeasibleBudgetError naming
-  // the least budget that would fit this shape, with gradients, RNG and buffers as before the
-  // call. In eval mode or under torch::NoGradGuard it is a plain forward and loss, recording
-  // nothing for a backward, which does not run.
-  // A step whose input dtype, device or need of a gradient, parameter dtypes, trained parameters
-  // or autocast differ from the step before measures its shapes afresh. Under autocast the step
-  // runs each op in the dtype a plain step would; checkpointed stages recompute under the autocast
-  // of their forward, also where the caller runs backward outside it (after forward()).
+  // with a larger margin; then, or when no plan fits at all, throws InfeasibleBudgetError, with
+  // gradients, RNG and buffers as before the call. Where no plan fits, its min_feasible_bytes is
+  // the least budget that would fit this shape; where plans fit but the batch ran out of memory
+  // every time (or the device could not hold even the measurement), what the memory model does
+  // not see is unknown, and it is the budget plus one byte: raise the budget or MONET_MARGIN.
+  // Without a budget, running out of memory is rethrown as LibTorch threw it, after the rollback
+  // (every plan keeps every stage; another run would fail the same way). In eval mode or under
+  // torch::NoGradGuard it is a plain forward and loss, recording nothing for a backward, which
+  // does not run.
+  // A step whose input dtype, device or need of a gradient, parameter dtypes or elements, trained
+  // parameters or autocast differ from the step before measures its shapes afresh. Under autocast
+  // the step runs each op in the dtype a plain step would; checkpointed stages recompute under the
+  // autocast of their forward, also where the caller runs backward outside it (after forward()).
   // Throws std::invalid_argument, before anything runs, for an input with no elements or with
-  // another number of dims than the first input trained; ConfigError where a stage gives
-  // something other than a tensor (a tuple). An exception from loss_fn or from LibTorch (other
+  // another number of dims than the first input trained; ConfigError for an empty loss_fn and
+  // where a stage gives something other than a tensor (a tuple); UnsupportedError where a step
+  // of any Runtime is running in another thread. An exception from loss_fn or from LibTorch (other
   // than running out of memory) reaches the caller as it was thrown.
   torch::Tensor step(const torch::Tensor& input, const LossFn& loss_fn);
 
@@ -208,7 +218,8 @@ class Runtime {
   // forward (in eval mode with grad enabled it records a graph, as the model would, for a caller
   // that wants an input's gradient: evaluate under torch::NoGradGuard, or with step(), to keep
   // only what a forward needs). In training with grad enabled it runs the plan of the input's
-  // shape and the caller runs backward (no retry: use step() for that).
+  // shape and the caller runs backward (no retry: use step() for that); where step() has made no
+  // plan for the shape yet, it is the plain forward, keeping every stage.
   torch::Tensor forward(const torch::Tensor& input);
 
   const StepReport& last_step() const;

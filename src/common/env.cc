@@ -26,7 +26,8 @@ const std::vector<Knob>& knobs() {
       {"MONET_MARGIN", "10%",
        "Share of the budget that plans leave free for what the memory model does not count "
        "(allocator rounding, optimizer temporaries); a batch that runs out of memory raises it "
-       "for its shape. 0 to 90%, as 15% or 0.15."},
+       "by 10 points for its shape, and what retries added comes down 10 points after each 200 "
+       "steps without one. 0 to 90%, as 15% or 0.15."},
       {"MONET_MEASURE_REPEATS", "1",
        "Times each stage's operator modes are timed when a new shape is measured, keeping each "
        "mode's fastest (1 to 20): 3 costs about two more steps' work per measured shape and "
@@ -39,8 +40,8 @@ const std::vector<Knob>& knobs() {
        "what retries added to the margin is kept beside it (the same path and .margins)."},
       {"MONET_STAGE_CLOCK", "auto",
        "How a measured shape's stages are timed on a GPU: auto (the device's busy time from "
-       "CUPTI's kernel records; the wall clock where CUPTI does not load) or wall. The CPU is "
-       "timed by the wall clock."},
+       "CUPTI's kernel, copy and memset records; the wall clock where CUPTI does not load) or "
+       "wall. The CPU is timed by the wall clock."},
       {"MONET_STATS", "auto",
        "Print the allocator's statistics at exit: 1, 0, or auto (under the preload or the "
        "pluggable hook when monet served any allocation; always when MONET_LOG is info or "

@@ -10,16 +10,14 @@
 
 namespace monet {
 
-// The largest byte count a chain may hold, 1 PiB: far above any device's memory, and low enough
-// that adding a stage's few numbers in 64 bits never overflows.
-inline constexpr std::int64_t kMaxChainBytes = std::int64_t{1} << 50;
 // The most bytes a chain may hold in all: fixed_bytes plus, for each stage, its grad_bytes and its
 // variants' largest out_bytes, saved_bytes, fwd_peak and bwd_peak. 256 PiB (2^58 bytes): a peak
 // counts each of these numbers at most twice, so every sum the planners make stays below their
 // mark of what no plan reaches (2^61), however many stages share the bytes. 2,047 stages of 1 PiB
 // reached that mark, and the checkpoint DP then found no way to the chain's end.
 inline constexpr std::int64_t kMaxChainTotalBytes = std::int64_t{1} << 58;
-// kMaxChainSeconds, the longest time a chain may hold, is monet/chain.h's.
+// kMaxChainBytes and kMaxChainSeconds, the most bytes and seconds a chain's number may hold, are
+// monet/chain.h's.
 
 // Throws ConfigError, prefixed with `source` and naming the stage (index and name), the variant
 // and the field, for: a chain without stages, a stage without variants, an empty or repeated

@@ -87,11 +87,15 @@ struct MeasuredOn {
   bool input_needs_grad = false;
   std::vector<at::ScalarType> parameter_types;  // each parameter once, in grad_owners_'s order
   std::vector<int> trained;                     // per stage, how many of its parameters train
-  kernels::AutocastState autocast;              // mixed precision: what the stages' ops run in
+  // Their elements in all: the same stages made wider or narrower (another hidden size) keep
+  // other bytes and take other times.
+  std::int64_t parameter_elements = 0;
+  kernels::AutocastState autocast;  // mixed precision: what the stages' ops run in
   bool operator==(const MeasuredOn& o) const {
     return input_type == o.input_type && input_device == o.input_device &&
            input_needs_grad == o.input_needs_grad && parameter_types == o.parameter_types &&
-           trained == o.trained && autocast == o.autocast;
+           parameter_elements == o.parameter_elements && trained == o.trained &&
+           autocast == o.autocast;
   }
 };
 
@@ -180,8 +184,9 @@ class RuntimeImpl {
     index_parameters();
     anchor_ = at::zeros({1}).requires_grad_(true);
     const std::vector<torch::Tensor> parameters = model_->parameters();
-    pool_for(parameters.empty() ? at::Device(at::kCPU) : parameters.front().device());
+    // Before the pool takes the budget: a Runtime that cannot be made leaves the pool's as it was.
     check_budget_holds_the_model();
+    pool_for(parameters.empty() ? at::Device(at::kCPU) : parameters.front().device());
     load_margins();
   }
 
@@ -571,6 +576,20 @@ class RuntimeImpl {
           "the retry margins were not saved, and a restarted job learns them again: {}", e.what());
     }
   }
+  // The predictor's state (MONET_PREDICTOR_STATE) after a measured shape. A file that cannot be
+  // written costs a restarted job the shapes measured since, not this batch: the error is a
+  // warning, as the margins' is (the constructor has checked that the folder can be written).
+  void save_state() {
+    ++state_saves_;
+    try {
+      predictor_->save(options_.predictor_state);
+    } catch (const std::exception& e) {
+      log(LogLevel::kWarn,
+          "the predictor's state was not saved (MONET_PREDICTOR_STATE), and a restarted job "
+          "measures again the shapes measured since its last save: {}",
+          e.what());
+    }
+  }
   void load_margins() {
     const std::string path = margins_path();
     if (path.empty() || !std::filesystem::exists(path)) return;
@@ -642,24 +661,28 @@ class RuntimeImpl {
   }
 
   // What the measurements of a shape depend on besides its dims, now: the input's dtype and
-  // device and whether it needs its gradient, each parameter's dtype, how many parameters of each
-  // stage train, and autocast.
+  // device and whether it needs its gradient, each parameter's dtype, the parameters' elements in
+  // all, how many parameters of each stage train, and autocast.
   MeasuredOn measured_on(const at::Tensor& input) const {
     MeasuredOn m;
     m.input_type = input.scalar_type();
     m.input_device = input.device();
     m.input_needs_grad = input.requires_grad();
-    for (const GradOwner& o : grad_owners_) m.parameter_types.push_back(o.parameter.scalar_type());
+    for (const GradOwner& o : grad_owners_) {
+      m.parameter_types.push_back(o.parameter.scalar_type());
+      m.parameter_elements += o.parameter.numel();
+    }
     for (const RuntimeStage& s : stages_) m.trained.push_back(s.trained_count());
     m.autocast = kernels::AutocastState::current();
     return m;
   }
 
-  // "input float32 on cpu; parameters float32; every parameter trains; autocast bfloat16 on cpu"
-  // (autocast named only where it is on): what the predictor's state says it was measured on, to
-  // compare with at a warm start.
-  // `with_rng`: false to leave out allow_rng_variants, as monet described a state before it said.
-  std::string describe(const MeasuredOn& m, bool with_rng = true) const {
+  // "input float32 on cpu; parameters float32 (1048576 elements); every parameter trains;
+  // autocast bfloat16 on cpu" (autocast named only where it is on): what the predictor's state
+  // says it was measured on, to compare with at a warm start. `with_rng` and `with_elements`:
+  // false to leave out allow_rng_variants or the parameters' elements, as monet described a state
+  // before it said them.
+  std::string describe(const MeasuredOn& m, bool with_rng = true, bool with_elements = true) const {
     // Its gradient named only where it is asked for, so that a state saved before monet followed
     // it still matches.
     std::string out =
@@ -685,6 +708,9 @@ class RuntimeImpl {
         out += fmt::format("{}{} {}", sep, stages_[k].name, per_stage[k]);
         sep = ", ";
       }
+    }
+    if (with_elements && !m.parameter_types.empty()) {
+      out += fmt::format(" ({} elements)", m.parameter_elements);
     }
     std::string frozen;
     for (std::size_t k = 0; k < stages_.size(); ++k) {
@@ -750,8 +776,7 @@ class RuntimeImpl {
     unmodelled_ = std::move(a.unmodelled);
     first_shape_ = std::move(a.first_shape);
     if (state_saves_ != a.state_saves && predictor_ && !options_.predictor_state.empty()) {
-      predictor_->save(options_.predictor_state);
-      ++state_saves_;
+      save_state();  // within the step's catch: a failed save must not stand for its error
     }
     log(LogLevel::kInfo,
         "the step did not train: what the steps before it measured and planned is kept, on \"{}\"",
@@ -1104,8 +1129,7 @@ class RuntimeImpl {
     remeasure_.erase(ShapeKey(shape, 62));
     if (!options_.predictor_state.empty()) {
       predictor_->set_measured_on(describe(measured_on_));
-      predictor_->save(options_.predictor_state);
-      ++state_saves_;
+      save_state();
     }
     log(LogLevel::kInfo, "measured shape {} in {:.3f} s ({} shapes profiled; stage times from {})",
         join_dims(shape), m.seconds, predictor_->profiled_shapes(),
@@ -1252,7 +1276,14 @@ class RuntimeImpl {
   void warm_start_from_file(const at::Tensor& input) {
     const std::string& path = options_.predictor_state;
     if (path.empty() || !std::filesystem::exists(path)) return;
-    Predictor loaded = Predictor::load(path);
+    // The predictor's own messages name the file; these say which knob named it.
+    Predictor loaded = [&] {
+      try {
+        return Predictor::load(path);
+      } catch (const ConfigError& e) {
+        throw ConfigError(fmt::format("monet::Runtime (MONET_PREDICTOR_STATE): {}", e.what()));
+      }
+    }();
     // A state saved after stages were joined (join_aliasing_stages) names them
     // "3:Linear+4:Flatten": the same stages are joined first.
     std::vector<bool> joins(stages_.size(), false);
@@ -1299,7 +1330,20 @@ class RuntimeImpl {
       layout.push_back(std::move(l));
       modes.push_back(std::move(stage_modes));
     }
-    loaded.check_layout(layout);
+    try {
+      loaded.check_layout(layout);
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("{} (MONET_PREDICTOR_STATE): {}", path, e.what()));
+    }
+    // Learnt on another number of varying dims, every prediction it was asked for would fail.
+    const Shape shape = varying_shape(input);
+    if (loaded.num_dims() != 0 && loaded.num_dims() != static_cast<int>(shape.size())) {
+      throw ConfigError(fmt::format(
+          "{} (MONET_PREDICTOR_STATE) was learnt on {} varying dims of the input ({}), and this "
+          "job's input has {} ({} in this batch); delete the file to measure afresh, or name "
+          "the dims the job that saved it did in Options::varying_dims",
+          path, loaded.num_dims(), loaded.describe_dims(), shape.size(), join_dims(shape)));
+    }
     // Measured on another dtype, device or set of trained parameters: its bytes and times are not
     // this job's. A state that does not say (an older monet's) is taken.
     const std::string here = describe(measured_on_);
@@ -1311,9 +1355,14 @@ class RuntimeImpl {
     };
     // A state an older monet saved under allow_rng_variants says so only by its regenerate modes,
     // not in its description: such a state is this job's where it allows them, and not otherwise.
-    const bool older_with_rng =
-        options_.allow_rng_variants && !loaded.measured_on().empty() &&
-        describe(measured_on_, /*with_rng=*/false) == loaded.measured_on() && regenerates();
+    // One saved before monet counted the parameters' elements is taken as it was before.
+    const auto described_as = [&](bool with_rng, bool with_elements) {
+      return describe(measured_on_, with_rng, with_elements) == loaded.measured_on();
+    };
+    const bool older_with_rng = options_.allow_rng_variants && !loaded.measured_on().empty() &&
+                                (described_as(false, true) || described_as(false, false)) &&
+                                regenerates();
+    const bool older_without_elements = described_as(true, false);
     if (!options_.allow_rng_variants && regenerates()) {
       log(LogLevel::kWarn,
           "{} (MONET_PREDICTOR_STATE) was measured with dropout masks redrawn in backward "
@@ -1323,7 +1372,8 @@ class RuntimeImpl {
       part_joined_stages(input);
       return;
     }
-    if (!loaded.measured_on().empty() && loaded.measured_on() != here && !older_with_rng) {
+    if (!loaded.measured_on().empty() && loaded.measured_on() != here && !older_with_rng &&
+        !older_without_elements) {
       log(LogLevel::kWarn,
           "{} (MONET_PREDICTOR_STATE) was measured on \"{}\", and this job runs on \"{}\": its "
           "shapes are measured afresh, and the file is written over after the first",

@@ -224,6 +224,65 @@ TEST(PredictorJson, OptionsAndMeasurementsOutOfPlaceNameTheFile) {
       << error_of(bad);
 }
 
+// Numbers observe() would refuse, and statistics no measurements give, are refused at load with
+// the field: loaded, a time past 1e9 s made every plan at the shape fail with an error that named
+// "chain", not the file, and a spread at one measurement left no shape confident.
+TEST(PredictorJson, NumbersNoMeasurementGivesAreRefused) {
+  const nlohmann::json j = trained().to_json();
+  const std::string at = "measurements[0] \"fwd_time\": ";
+  nlohmann::json bad = j;
+  nlohmann::json& m = bad["stages"][0]["variants"][0]["measurements"][0];
+  m["fwd_time"]["mean"] = 1e12;
+  m["fwd_time"]["max"] = 1e12;
+  EXPECT_NE(error_of(bad).find(at + "\"max\" = 1000000000000 is more than a stage can take"),
+            std::string::npos)
+      << error_of(bad);
+  bad = j;
+  bad["stages"][0]["variants"][0]["measurements"][0]["out_bytes"]["max"] = 1e17;
+  EXPECT_NE(error_of(bad).find("\"out_bytes\": \"max\" = 1e+17 is more than a "
+                               "stage can hold"),
+            std::string::npos)
+      << error_of(bad);
+  bad = j;
+  nlohmann::json& low = bad["stages"][0]["variants"][0]["measurements"][0]["fwd_time"];
+  low["max"] = low["mean"].get<double>() / 2;
+  EXPECT_NE(error_of(bad).find(at + "\"max\" = "), std::string::npos) << error_of(bad);
+  EXPECT_NE(error_of(bad).find("is below \"mean\""), std::string::npos) << error_of(bad);
+  bad = j;
+  nlohmann::json& once = bad["stages"][0]["variants"][0]["measurements"][0];
+  once["count"] = 1;
+  once["fwd_time"]["m2"] = 1e3;
+  EXPECT_NE(error_of(bad).find(at + "\"m2\" = 1000 with \"count\" 1"), std::string::npos)
+      << error_of(bad);
+  bad = j;
+  bad["fixed_bytes"] = std::int64_t{1} << 62;
+  EXPECT_NE(error_of(bad).find("fixed_bytes = 4611686018427387904 is more than a chain can hold"),
+            std::string::npos)
+      << error_of(bad);
+  // What a predictor saves loads: its maxima are at or above its means, and one measurement's
+  // spread is 0.
+  Predictor one = Predictor::for_chain(testing::synthetic_transformer({8, 64}, 2), {});
+  one.observe({8, 64}, testing::synthetic_transformer({8, 64}, 2));
+  EXPECT_EQ(error_of(one.to_json()), "");
+  EXPECT_EQ(error_of(j), "");
+}
+
+// observe() refuses bytes above what a chain may hold, as it does such times.
+TEST(PredictorJson, ObserveRefusesBytesNoChainHolds) {
+  Predictor p = Predictor::for_chain(testing::synthetic_transformer({8, 64}, 2), {});
+  Chain c = testing::synthetic_transformer({8, 64}, 2);
+  c.stages[0].variants[0].saved_bytes = kMaxChainBytes + 1;
+  try {
+    p.observe({8, 64}, c);
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("saved_bytes = 1125899906842625 bytes is more than a "
+                                         "stage can hold"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // Damaged states, at random: each loads (and then predicts) or is refused with a ConfigError;
 // nothing else escapes, and under ASan and UBSan (scripts/test) nothing reads a bad number.
 TEST(PredictorJson, RandomDamageLoadsOrIsRefused) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -64,6 +65,9 @@ TEST(RuntimeErrors, ABudgetBelowTheModelsWeightsIsRefusedWhenTheRuntimeIsMade) {
                               torch::nn::Linear(512, 512));
   Options o;
   o.budget_bytes = 3 << 20;
+  // The pool's budget is left as it was: the job goes on as before the Runtime it could not make.
+  pools::cpu().set_budget_bytes(0);
+  const std::size_t before = pools::cpu().budget_bytes();
   try {
     Runtime rt(model, o);
     FAIL() << "a 3 MiB budget cannot hold 4 MiB of parameters and gradients";
@@ -73,6 +77,7 @@ TEST(RuntimeErrors, ABudgetBelowTheModelsWeightsIsRefusedWhenTheRuntimeIsMade) {
     EXPECT_THAT(message, ::testing::HasSubstr("parameters and buffers take 2.00 MiB"));
     EXPECT_THAT(message, ::testing::HasSubstr("Raise MONET_BUDGET"));
   }
+  EXPECT_EQ(pools::cpu().budget_bytes(), before);
   // Frozen parameters have no gradients: the same budget holds them.
   for (auto& p : model->parameters()) p.requires_grad_(false);
   EXPECT_NO_THROW(Runtime(model, o));
@@ -405,14 +410,45 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
   EXPECT_GT(first.stats().profiled_steps, 0);
   ASSERT_TRUE(std::filesystem::exists(path));
 
-  EXPECT_EQ(Predictor::load(path).measured_on(),
-            "input int64 on cpu; parameters float32; every parameter trains");
+  const std::string float32_state = Predictor::load(path).measured_on();
+  EXPECT_THAT(float32_state,
+              ::testing::MatchesRegex("input int64 on cpu; parameters float32 \\([0-9]+ "
+                                      "elements\\); every parameter trains"));
 
   auto model = w->make_model(3);
   Runtime restarted(model, o);
   train(restarted);
   EXPECT_EQ(restarted.stats().profiled_steps, 0);
   EXPECT_EQ(restarted.stats().steps, first.stats().steps);
+
+  // The same stages made wider (another d_ff) keep other bytes and take other times: measured
+  // afresh. Before, the state was taken for them, its stage names and dtypes being the same.
+  auto wide = testing::small_transformer(128, /*d_ff=*/128);
+  auto wide_model = wide->make_model(3);
+  Options wider_budget = o;
+  wider_budget.budget_bytes = 3 * half_peak;  // its peak is above the narrow one's
+  Runtime widened(wide_model, wider_budget);
+  testing::train(widened, *wide, {wide->largest_batch()});
+  EXPECT_GT(widened.stats().profiled_steps, 0);
+  EXPECT_NE(Predictor::load(path).measured_on(), float32_state);
+
+  // A state saved before monet counted the parameters' elements is taken as it was.
+  {
+    auto narrow_again = w->make_model(3);
+    Runtime again(narrow_again, o);
+    train(again);  // measures the narrow model afresh: the file was the wide one's
+    EXPECT_GT(again.stats().profiled_steps, 0);
+    const std::string older =
+        std::regex_replace(testing::read_file(path), std::regex(" \\([0-9]+ elements\\)"), "");
+    ASSERT_NE(older.find("\"input int64 on cpu; parameters float32; every parameter trains\""),
+              std::string::npos)
+        << older;
+    std::ofstream(path, std::ios::binary) << older;
+  }
+  auto from_older_model = w->make_model(3);
+  Runtime restarted_from_older(from_older_model, o);
+  train(restarted_from_older);
+  EXPECT_EQ(restarted_from_older.stats().profiled_steps, 0);
 
   // The same model in float64 keeps twice the bytes: it measures afresh and writes over the file.
   // Before, it planned from float32's bytes, ran out of memory and lost batches.
@@ -423,8 +459,9 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
   train(converted);
   EXPECT_GT(converted.stats().profiled_steps, 0);
   EXPECT_EQ(converted.stats().retries, 0);
-  EXPECT_EQ(Predictor::load(path).measured_on(),
-            "input int64 on cpu; parameters float64; every parameter trains");
+  EXPECT_THAT(Predictor::load(path).measured_on(),
+              ::testing::MatchesRegex("input int64 on cpu; parameters float64 \\([0-9]+ "
+                                      "elements\\); every parameter trains"));
   o.budget_bytes = half_peak;
 
   // Under autocast (mixed precision) the stages keep other bytes again: measured afresh too.
@@ -437,9 +474,7 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
     EXPECT_GT(mixed.stats().profiled_steps, 0);
     EXPECT_EQ(mixed.stats().retries, 0);
   }
-  EXPECT_EQ(Predictor::load(path).measured_on(),
-            "input int64 on cpu; parameters float32; every parameter trains; autocast bfloat16 on "
-            "cpu");
+  EXPECT_EQ(Predictor::load(path).measured_on(), float32_state + "; autocast bfloat16 on cpu");
 
   auto cnn = testing::small_resnet();
   auto other = cnn->make_model(3);
@@ -451,12 +486,48 @@ TEST(RuntimeErrors, APredictorStateWarmStartsARestartedJob) {
   } catch (const ConfigError& e) {
     EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("saved for another model"));
     EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("delete the state file"));
+    EXPECT_THAT(std::string(e.what()),
+                ::testing::StartsWith(path + " (MONET_PREDICTOR_STATE): monet predictor:"));
   }
   // A job that goes on after the error meets it again, and the file stays the transformer's.
   const std::string saved = testing::read_file(path);
   EXPECT_THROW(wrong.step(b.input, [&](const torch::Tensor& out) { return cnn->loss(out, b); }),
                ConfigError);
   EXPECT_EQ(testing::read_file(path), saved);
+
+  // A state learnt on two varying dims, for a job that names one: refused at once, rather than
+  // every prediction failing step after step; the file stays as it is.
+  Options one_dim = o;
+  one_dim.varying_dims = {0};
+  auto same = w->make_model(3);
+  Runtime narrower(same, one_dim);
+  const workloads::Batch t = w->largest_batch();
+  try {
+    narrower.step(t.input, [&](const torch::Tensor& out) { return w->loss(out, t); });
+    FAIL() << "a state of two varying dims was taken for one";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(std::string(e.what()),
+                ::testing::HasSubstr(path + " (MONET_PREDICTOR_STATE) was learnt on 2 varying "
+                                            "dims of the input (d0 x d1), and this job's input "
+                                            "has 1"));
+  }
+  EXPECT_EQ(testing::read_file(path), saved);
+
+  // A damaged file is refused naming the knob and the file, and is left as it is for the user to
+  // fix or delete.
+  std::ofstream(path, std::ios::binary) << "{\"version\": 1, ";
+  auto again = w->make_model(3);
+  Runtime damaged(again, o);
+  try {
+    damaged.step(t.input, [&](const torch::Tensor& out) { return w->loss(out, t); });
+    FAIL() << "a damaged predictor state was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(std::string(e.what()),
+                ::testing::StartsWith("monet::Runtime (MONET_PREDICTOR_STATE): monet predictor "
+                                      "state '" +
+                                      path + "': not valid JSON"));
+  }
+  EXPECT_EQ(testing::read_file(path), "{\"version\": 1, ");
   std::filesystem::remove(path);
 }
 

@@ -70,12 +70,13 @@ inline void train(Runtime& rt, const workloads::Workload& w,
 }
 
 // A transformer small enough for tests, whose activations (attention) outweigh its parameters.
-inline std::unique_ptr<workloads::Workload> small_transformer(std::int64_t max_seq = 128) {
+inline std::unique_ptr<workloads::Workload> small_transformer(std::int64_t max_seq = 128,
+                                                              std::int64_t d_ff = 64) {
   workloads::TransformerConfig c;
   c.vocab = 64;
   c.d_model = 32;
   c.heads = 4;
-  c.d_ff = 64;
+  c.d_ff = d_ff;
   c.layers = 8;
   c.max_seq = max_seq;
   c.batch = 8;
