@@ -109,6 +109,9 @@ class Bench {
     prepare_out_folder(flags_.out);
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
     std::vector<monet::report::Panel> panels, planned_panels;
+    // An earlier run's timeline would stand beside this run's results as if it were theirs: it
+    // goes when this run's first results are written, and comes back only from this run.
+    bool timeline_removed = false;
     for (const std::string& name : flags_.models) {
       const auto w = monet::workloads::make_workload(name, flags_.size);
       const std::vector<Cell> cells = run_workload(*w);
@@ -116,27 +119,28 @@ class Bench {
       panels.push_back(panel(*w, cells, false));
       planned_panels.push_back(panel(*w, cells, true));
       results_.insert(results_.end(), cells.begin(), cells.end());
-      // Each workload's results as soon as they exist: a run stopped at a time bound (the GPU
-      // checks' device calls) keeps the workloads it finished.
+      // Each workload's results and charts as soon as they exist: a run stopped at a time bound
+      // (the GPU checks' device calls) or failed in a later workload keeps the ones it finished,
+      // and no earlier run's charts stand beside them.
       write(flags_.out + "/results.json", all.dump(2) + "\n");
+      write(flags_.out + "/overhead.svg", monet::report::line_chart_svg(panels));
+      write(flags_.out + "/planned.svg", monet::report::line_chart_svg(planned_panels));
+      if (!timeline_removed) {
+        std::error_code ignored;
+        std::filesystem::remove(flags_.out + "/timeline.svg", ignored);
+        timeline_removed = true;
+      }
       if (!flags_.json) {
         print_table(*w, cells);
         std::fflush(stdout);
       }
     }
-    write(flags_.out + "/overhead.svg", monet::report::line_chart_svg(panels));
-    write(flags_.out + "/planned.svg", monet::report::line_chart_svg(planned_panels));
     // The timeline is one more run, after every cell: if it fails, the results stand without it.
     bool timeline = false;
     try {
       timeline = record_timeline();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "monet-bench: no timeline.svg: its run failed: %s\n", e.what());
-    }
-    // An earlier run's timeline would stand beside this run's results as if it were theirs.
-    if (!timeline) {
-      std::error_code ignored;
-      std::filesystem::remove(flags_.out + "/timeline.svg", ignored);
     }
     if (flags_.json) {
       std::cout << all.dump(2) << std::endl;
@@ -309,11 +313,23 @@ class Bench {
       const int percent = *std::max_element(flags_.budgets.begin(), flags_.budgets.end());
       const Cell warm_up = run_cell(w, "monet", percent, budget_at(percent), Chunk{0, steps, 0, 1},
                                     warm_state, "warm-up", kWarmUpRepeats);
-      if (!std::filesystem::exists(warm_state)) {
+      // Every cell would start from what the warm-up measured: one that could not run at the
+      // largest budget, or measured nothing, leaves them nothing to plan on.
+      if (!warm_up.feasible || warm_up.stats.profiled_steps == 0 ||
+          !std::filesystem::exists(warm_state)) {
+        std::string why = "it measured no shape";
+        if (!warm_up.feasible && warm_up.least_budget_bytes > 0) {
+          why = fmt::format(
+              "no plan fits it: the least budget is {} ({:.0f}% of the peak)",
+              monet::format_bytes(static_cast<std::size_t>(warm_up.least_budget_bytes)),
+              100.0 * static_cast<double>(warm_up.least_budget_bytes) / static_cast<double>(peak_));
+        } else if (!warm_up.feasible) {
+          why = "the model and a batch do not fit in it before the first step";
+        }
         throw monet::ConfigError(fmt::format(
-            "monet-bench --warm: the warm-up run of {} at {}% saved no predictor state ({}); "
-            "run without --warm",
-            w.name(), percent, warm_up.error.empty() ? "it measured nothing" : warm_up.error));
+            "monet-bench --warm: the warm-up runs {} at the largest of --budgets, {}% ({}), and "
+            "{}; give --budgets a larger share, or run without --warm to see each budget's cell",
+            w.name(), percent, monet::format_bytes(budget_at(percent)), why));
       }
       if (!flags_.json) {
         std::fprintf(stderr, "%s: warm-up measured %lld shapes in %.1f s (saved to %s)\n",
@@ -365,6 +381,8 @@ class Bench {
     // does not fall on the same cells every time.
     Baselines summary;
     std::map<std::string, Cell::ShapeSteps> baseline_shapes;  // over every baseline run
+    std::size_t baseline_peak = 0;                            // the largest of every baseline run
+    std::int64_t baseline_peak_in_use = 0;
     for (int r = 0; r < rounds; ++r) {
       const Chunk chunk{r * steps / rounds, (r + 1) * steps / rounds - r * steps / rounds, r,
                         rounds};
@@ -388,6 +406,8 @@ class Bench {
       summary.add(baselines);
       for (const Cell& run : baselines) {
         for (const auto& [shape, steps] : run.steps_by_shape) baseline_shapes[shape].add(steps);
+        baseline_peak = std::max(baseline_peak, run.peak_bytes);
+        baseline_peak_in_use = std::max(baseline_peak_in_use, run.peak_in_use_bytes);
       }
     }
     for (const std::string& state : states) {
@@ -415,6 +435,8 @@ class Bench {
     baseline.overhead = 0.0;
     baseline.baseline_runs = summary.rounds;
     baseline.steps_by_shape = std::move(baseline_shapes);
+    baseline.peak_bytes = baseline_peak;
+    baseline.peak_in_use_bytes = baseline_peak_in_use;
     cells.insert(cells.begin(), baseline);
     return cells;
   }
@@ -556,7 +578,7 @@ class Bench {
     p.title = fmt::format("{} ({} steps, peak {} at {})", w.name(), steps_for(w),
                           monet::format_bytes(peak_), largest_);
     p.x_label = "budget, % of the unconstrained peak";
-    p.y_label = planned ? "planned recomputation, % of the step" : "time overhead, %";
+    p.y_label = planned ? "planned overhead, % of the stages' time" : "time overhead, %";
     p.x_reversed = true;
     for (const std::string& s : flags_.strategies) {
       monet::report::Series series;
@@ -668,7 +690,7 @@ class Bench {
           line += monet->feasible ? fmt::format("; monet {}", percent(monet->overhead))
                                   : "; monet infeasible";
         }
-        if (monet != nullptr && fixed != nullptr && monet->feasible) {
+        if (monet != nullptr && fixed != nullptr && fixed != best && monet->feasible) {
           line += fixed->feasible ? fmt::format("; static {}", percent(fixed->overhead))
                                   : "; static infeasible";
         }

@@ -14,8 +14,10 @@ int main(int argc, char** argv) {
   }
   if (argc > 1) {
     const bool help = std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0;
+    const bool known = help || std::strcmp(argv[1], "--defaults") == 0;
     if (!help || argc > 2) {
-      std::cerr << "monet-knobs: unknown argument '" << argv[help ? 2 : 1] << "'\n";
+      // After a flag it knows, the argument it does not is the next one.
+      std::cerr << "monet-knobs: unknown argument '" << argv[known ? 2 : 1] << "'\n";
     }
     (help && argc == 2 ? std::cout : std::cerr)
         << "usage: monet-knobs [--defaults]\n"

@@ -47,6 +47,7 @@ struct Replay {
     std::size_t line;   // the trace's line that allocated it
   };
   std::map<std::uintptr_t, Live> live;  // by traced address
+  std::uint64_t events = 0;  // the trace's lines for this device, refused and unmatched ones too
   std::uint64_t refused = 0;
   std::uint64_t unmatched_frees = 0;
 };
@@ -114,6 +115,7 @@ int main(int argc, char** argv) {
   std::map<std::string, Replay> devices;
   for (const monet::TraceEvent& e : events) {
     Replay& r = devices[e.device];
+    ++r.events;
     if (!r.pool) {
       monet::HostBackend::Options options;
       options.backed = false;  // address space only: the replay never touches the blocks
@@ -166,7 +168,7 @@ int main(int argc, char** argv) {
     const monet::MemoryStats s = r.pool->stats();
     if (json) {
       out.push_back({{"device", device},
-                     {"events", s.allocations + s.frees},
+                     {"events", r.events},
                      {"peak_allocated_bytes", s.peak_allocated_bytes},
                      {"peak_requested_bytes", s.peak_requested_bytes},
                      {"peak_reserved_bytes", s.peak_reserved_bytes},

@@ -68,7 +68,9 @@ struct Flags {
          "  --json         print one JSON object instead of the progress and the table\n"
          "  --no-baseline  skip the run without a budget (the overhead is then not known;\n"
          "                 a budget must be given)\n"
-         "  --trace FILE   write every allocation and free to FILE (MONET_TRACE)\n"
+         "  --trace FILE   write every allocation and free of the process to FILE\n"
+         "                 (MONET_TRACE): the baseline's and the probes' too; with\n"
+         "                 --no-baseline, the run under the budget and its one-step probe\n"
          "  --seed S       seed of the data and the weights (default 1)\n"
          "  --device D     cpu, cuda or cuda:N (default cuda:0 where LibTorch sees a GPU, else\n"
          "                 cpu)\n"
@@ -314,6 +316,9 @@ int main(int argc, char** argv) {
     std::cerr << "monet-train: " << e.what() << "\n";
     const std::string what = e.what();
     if (what.find("MONET_BUDGET") != std::string::npos) std::cerr << from_flag;
+    if (what.find("MONET_TRACE") != std::string::npos && !flags.trace.empty()) {
+      std::cerr << "monet-train: the trace file here is --trace's: give it a writable path\n";
+    }
     return 2;
   } catch (const c10::OutOfMemoryError& e) {
     // Outside a training step (making the model or a batch): there was no step to plan, so no

@@ -97,7 +97,11 @@ std::int64_t least_budget_above(const Workload& w, std::uint64_t seed, const Opt
   pool.release_cached();
   std::int64_t least = 0;
   {
-    Runtime rt(model_on(w, seed, device), options);
+    // A probe on a model of its own: it neither starts from the job's predictor state nor saves
+    // its measurement (or its margins) there, which would count as the job's.
+    Options probe = options;
+    probe.predictor_state.clear();
+    Runtime rt(model_on(w, seed, device), probe);
     const Batch b = to_device(w.largest_batch(), device);
     try {
       rt.step(b.input, [&](const torch::Tensor& out) { return w.loss(out, b); });

@@ -49,8 +49,8 @@ PeakProbe unconstrained_peak(const Workload& w, std::uint64_t seed,
 
 // The least budget, in bytes, in which a runtime with `options` can plan the largest batch, when
 // options.budget_bytes is below it (the InfeasibleBudgetError's min_feasible_bytes, and its
-// message into `error` when given); 0 when it is enough. One step on a throwaway model; the pool
-// is left uncapped and emptied.
+// message into `error` when given); 0 when it is enough. One step on a throwaway model, without
+// options.predictor_state (it neither reads nor writes it); the pool is left uncapped and emptied.
 std::int64_t least_budget_above(const Workload& w, std::uint64_t seed, const Options& options,
                                 const torch::Device& device = torch::kCPU,
                                 std::string* error = nullptr);
